@@ -1,0 +1,103 @@
+// Package batch reads, validates and rewrites Kafka record batches (magic v2) and the legacy
+// message sets (magic v0/v1), and holds the compression codecs.
+//
+// A v2 record batch on the wire and on disk (big endian):
+//
+//	off len field
+//	  0   8 baseOffset
+//	  8   4 batchLength          (bytes after this field: total size = 12 + batchLength)
+//	 12   4 partitionLeaderEpoch
+//	 16   1 magic                (2)
+//	 17   4 crc                  (CRC-32C of bytes 21..end)
+//	 21   2 attributes           (bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control)
+//	 23   4 lastOffsetDelta
+//	 27   8 baseTimestamp
+//	 35   8 maxTimestamp
+//	 43   8 producerId
+//	 51   2 producerEpoch
+//	 55   4 baseSequence
+//	 59   4 recordCount
+//	 61     records (compressed as a whole when the codec is not none)
+//
+// The CRC does not cover baseOffset, batchLength, partitionLeaderEpoch or magic, so the broker
+// patches offsets and leader epochs in place without touching it; LogAppendTime rewrites the
+// attributes and maxTimestamp and so recomputes it.
+package batch
+
+import "errors"
+
+// HeaderSize is the fixed size of a v2 batch header; LengthOffset/LogOverhead as in Kafka.
+const (
+	HeaderSize  = 61
+	LogOverhead = 12 // baseOffset + batchLength: the bytes not counted in batchLength
+)
+
+// Codecs as stored in attribute bits 0-2.
+type Codec int8
+
+const (
+	CodecNone   Codec = 0
+	CodecGzip   Codec = 1
+	CodecSnappy Codec = 2
+	CodecLZ4    Codec = 3
+	CodecZstd   Codec = 4
+)
+
+// Attribute bits.
+const (
+	AttrCodecMask     = 0x07
+	AttrLogAppendTime = 0x08
+	AttrTransactional = 0x10
+	AttrControl       = 0x20
+)
+
+// Sentinel errors; the api layer maps them to Kafka codes.
+var (
+	ErrCorrupt          = errors.New("batch: corrupt record batch")      // CORRUPT_MESSAGE
+	ErrBadCRC           = errors.New("batch: crc mismatch")              // CORRUPT_MESSAGE
+	ErrUnsupportedMagic = errors.New("batch: unsupported magic")         // UNSUPPORTED_FOR_MESSAGE_FORMAT / CORRUPT_MESSAGE
+	ErrUnknownCodec     = errors.New("batch: unknown compression codec") // UNSUPPORTED_COMPRESSION_TYPE
+	ErrInvalidRecord    = errors.New("batch: invalid record")            // INVALID_RECORD
+)
+
+// Header is the decoded fixed part of a v2 batch.
+type Header struct {
+	BaseOffset           int64
+	BatchLength          int32
+	PartitionLeaderEpoch int32
+	Magic                int8
+	CRC                  uint32
+	Attributes           int16
+	LastOffsetDelta      int32
+	BaseTimestamp        int64
+	MaxTimestamp         int64
+	ProducerID           int64
+	ProducerEpoch        int16
+	BaseSequence         int32
+	RecordCount          int32
+}
+
+// Size is the whole batch size in bytes (LogOverhead + BatchLength).
+func (h *Header) Size() int { return LogOverhead + int(h.BatchLength) }
+
+// LastOffset is BaseOffset + LastOffsetDelta.
+func (h *Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+// Codec returns the compression codec.
+func (h *Header) Codec() Codec { return Codec(h.Attributes & AttrCodecMask) }
+
+// IsTransactional, IsControl report the attribute bits.
+func (h *Header) IsTransactional() bool { return h.Attributes&AttrTransactional != 0 }
+func (h *Header) IsControl() bool       { return h.Attributes&AttrControl != 0 }
+
+// LastSequence is the sequence of the last record (with Kafka's wrap at MaxInt32).
+func (h *Header) LastSequence() int32 {
+	if h.BaseSequence < 0 {
+		return -1
+	}
+	s := int64(h.BaseSequence) + int64(h.LastOffsetDelta)
+	if s > 0x7fffffff {
+		s -= 0x80000000
+	}
+	return int32(s)
+}
