@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ConsumeBenchOptions configures RunConsumeBench. Start from
+// DefaultConsumeBenchOptions.
+type ConsumeBenchOptions struct {
+	Brokers []string
+	Topic   string
+	// Records to read; 0 reads everything between the log start and end
+	// offsets listed when the run begins.
+	Records                int64
+	FetchMaxBytes          int32
+	FetchMaxPartitionBytes int32
+	// IdleTimeout ends the run with an error when no record arrives for
+	// this long before Records were read; 0 waits forever.
+	IdleTimeout    time.Duration
+	ReportInterval time.Duration // <= 0: no progress reports
+	Progress       func(BenchProgress)
+	ExtraOpts      []kgo.Opt // appended last, overriding the above
+}
+
+// DefaultConsumeBenchOptions reads everything present, with fetch sizes
+// large enough that round trips do not limit throughput.
+func DefaultConsumeBenchOptions() ConsumeBenchOptions {
+	return ConsumeBenchOptions{
+		Brokers:                []string{DefaultBootstrapServer},
+		FetchMaxBytes:          64 << 20,
+		FetchMaxPartitionBytes: 8 << 20,
+		IdleTimeout:            10 * time.Second,
+		ReportInterval:         5 * time.Second,
+	}
+}
+
+// recordsPresent sums end minus start offset over the topic's partitions.
+func recordsPresent(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("listing start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	}
+	var total int64
+	for p, end := range ends[topic] {
+		if end.Err != nil {
+			return 0, fmt.Errorf("topic %s partition %d: %s", topic, p, kafkaErrorText(end.Err, ""))
+		}
+		start, ok := starts.Lookup(topic, p)
+		if !ok || start.Err != nil {
+			return 0, fmt.Errorf("topic %s partition %d: no log start offset", topic, p)
+		}
+		total += max(end.Offset-start.Offset, 0)
+	}
+	if len(ends[topic]) == 0 {
+		return 0, fmt.Errorf("topic %s: no partitions found", topic)
+	}
+	return total, nil
+}
+
+// RunConsumeBench reads o.Records records of o.Topic from the beginning of
+// every partition (direct assignment, no group) and measures throughput.
+// Bytes count keys plus values.
+func RunConsumeBench(ctx context.Context, o ConsumeBenchOptions) (BenchResult, error) {
+	if o.Topic == "" {
+		return BenchResult{}, errors.New("no topic given")
+	}
+	if o.Records < 0 {
+		return BenchResult{}, errors.New("records must not be negative")
+	}
+	opts := []kgo.Opt{
+		kgo.ClientID("gregor-bench"),
+		kgo.ConsumeTopics(o.Topic),
+		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if o.FetchMaxBytes > 0 {
+		opts = append(opts, kgo.FetchMaxBytes(o.FetchMaxBytes), kgo.BrokerMaxReadBytes(max(o.FetchMaxBytes*2, 100<<20)))
+	}
+	if o.FetchMaxPartitionBytes > 0 {
+		opts = append(opts, kgo.FetchMaxPartitionBytes(o.FetchMaxPartitionBytes))
+	}
+	cl, err := newKgoClient(o.Brokers, append(opts, o.ExtraOpts...)...)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	defer cl.Close()
+
+	target := o.Records
+	if target == 0 {
+		listCtx, cancel := context.WithTimeout(ctx, adminTimeout)
+		target, err = recordsPresent(listCtx, kadm.NewClient(cl), o.Topic)
+		cancel()
+		if err != nil {
+			return BenchResult{}, err
+		}
+		if target == 0 {
+			return BenchResult{}, nil
+		}
+	}
+
+	var (
+		hist     latencyHistogram
+		n        atomic.Int64 // read by the progress goroutine
+		bytes    atomic.Int64
+		lastN    int64 // progress goroutine only
+		lastB    int64 // progress goroutine only
+		base     = time.Now()
+		lastRecv = base
+	)
+	progress := startProgress(o.ReportInterval, func(window time.Duration) {
+		_, avg, maxLat := hist.takeWindow()
+		curN, curB := n.Load(), bytes.Load()
+		wn, wb := curN-lastN, curB-lastB
+		lastN, lastB = curN, curB
+		if o.Progress == nil {
+			return
+		}
+		secs := window.Seconds()
+		o.Progress(BenchProgress{
+			Elapsed:       time.Since(base),
+			Records:       curN,
+			WindowRecords: wn,
+			RecordsPerSec: float64(wn) / secs,
+			MBPerSec:      float64(wb) / mib / secs,
+			AvgLatencyMs:  ms(avg),
+			MaxLatencyMs:  ms(maxLat),
+		})
+	})
+	defer progress.stop()
+
+	var runErr error
+	for n.Load() < target {
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if o.IdleTimeout > 0 {
+			pollCtx, cancel = context.WithDeadline(ctx, lastRecv.Add(o.IdleTimeout))
+		}
+		fs := cl.PollFetches(pollCtx)
+		cancel()
+		now := time.Now()
+		got := int64(0)
+		fs.EachRecord(func(r *kgo.Record) {
+			if n.Load()+got >= target {
+				return
+			}
+			got++
+			bytes.Add(int64(len(r.Key) + len(r.Value)))
+			hist.record(now.Sub(r.Timestamp))
+		})
+		n.Add(got)
+		if got > 0 {
+			lastRecv = now
+		}
+		if ctx.Err() != nil {
+			runErr = ctx.Err()
+			break
+		}
+		if fs.IsClientClosed() {
+			runErr = kgo.ErrClientClosed
+			break
+		}
+		if o.IdleTimeout > 0 && time.Since(lastRecv) >= o.IdleTimeout {
+			runErr = fmt.Errorf("no record for %v: read %d of %d records", o.IdleTimeout, n.Load(), target)
+			break
+		}
+		var fetchErr error
+		fs.EachError(func(t string, p int32, err error) {
+			if fetchErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				fetchErr = fmt.Errorf("fetching %s partition %d: %s", t, p, kafkaErrorText(err, ""))
+			}
+		})
+		if fetchErr != nil {
+			runErr = fetchErr
+			break
+		}
+	}
+	elapsed := lastRecv.Sub(base)
+	progress.stop()
+
+	res := BenchResult{Records: n.Load(), Bytes: bytes.Load(), Latency: hist.stats()}
+	res.rates(elapsed)
+	return res, runErr
+}
+
+func newBenchConsumeCommand(cf *clientFlags) *cobra.Command {
+	o := DefaultConsumeBenchOptions()
+	var timeoutMs, reportIntervalMs int64
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Read a topic from the beginning and report throughput",
+		Long: `Read --records records (default: all present when the run starts) from the
+beginning of every partition of --topic without a group, printing progress
+every --report-interval-ms and a final line with records read, records/s and
+MB/s (keys plus values). Latency is each record's age when received, i.e.
+end-to-end latency when run alongside "bench produce". -o json prints the
+final result as JSON (progress goes to stderr).`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := cf.outputFormat()
+			if err != nil {
+				return err
+			}
+			if o.Brokers, err = cf.seedBrokers(); err != nil {
+				return err
+			}
+			o.IdleTimeout = time.Duration(timeoutMs) * time.Millisecond
+			o.ReportInterval = time.Duration(reportIntervalMs) * time.Millisecond
+			pw := progressWriter(cmd, format)
+			o.Progress = func(p BenchProgress) { writeBenchProgress(pw, "read", p) }
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			res, runErr := RunConsumeBench(ctx, o)
+			if res.Records > 0 || runErr == nil {
+				if err := writeBenchResult(cmd.OutOrStdout(), format, "read", res); err != nil {
+					return err
+				}
+			}
+			return runErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Topic, "topic", "", "topic to read (required)")
+	f.Int64Var(&o.Records, "records", 0, "records to read (0: all present at the start)")
+	f.Int32Var(&o.FetchMaxBytes, "fetch-max-bytes", o.FetchMaxBytes, "maximum bytes per fetch response")
+	f.Int32Var(&o.FetchMaxPartitionBytes, "partition-max-bytes", o.FetchMaxPartitionBytes, "maximum bytes per partition per fetch")
+	f.Int64Var(&timeoutMs, "timeout-ms", o.IdleTimeout.Milliseconds(), "fail if no record arrives for this long (0: wait forever)")
+	f.Int64Var(&reportIntervalMs, "report-interval-ms", o.ReportInterval.Milliseconds(), "progress report interval (0: none)")
+	mustMarkRequired(cmd, "topic")
+	return cmd
+}
