@@ -1,0 +1,127 @@
+package config
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// live is shared by every snapshot of one configuration.
+//
+// Concurrency: copy-on-write. Readers load cur without locking and read the
+// snapshot's fields, which are never written after publication. Writers
+// (SetDynamic, DeleteDynamic, SetDynamicDefault, DeleteDynamicDefault) hold mu
+// while they copy the current layers, apply one change, build and validate a
+// new snapshot, and publish it with cur.Store; a change that fails
+// validation publishes nothing.
+type live struct {
+	mu  sync.Mutex // serializes writers; readers never take it
+	cur atomic.Pointer[Broker]
+}
+
+// IsDynamic reports whether key may be changed at runtime with SetDynamic or
+// SetDynamicDefault. These are the broker synonyms of topic configs that
+// Kafka lets AlterConfigs change (log.retention.ms, log.retention.bytes,
+// log.segment.bytes, log.roll.ms, message.max.bytes, log.flush.interval.*,
+// log.index.*, min.insync.replicas, compression.type,
+// log.message.timestamp.*, log.cleanup.policy, log.cleaner.* compaction
+// settings, unclean.leader.election.enable, ...). Secondary synonyms such as
+// log.retention.hours are static only, as in Kafka.
+func IsDynamic(key string) bool {
+	d := brokerDefs[key]
+	return d != nil && d.dynamic
+}
+
+// SetDynamic sets a per-broker dynamic value for key (Kafka's AlterConfigs on
+// this broker's resource). It takes precedence over every other source and
+// is reported as DYNAMIC_BROKER_CONFIG. An unknown key is ErrUnknownConfig;
+// a bad value, a key that cannot change at runtime, or a value that breaks a
+// cross-key rule is ErrInvalidConfig. On error nothing changes.
+func (b *Broker) SetDynamic(key, value string) error {
+	return b.update(key, func(l *layers, norm string) { l.dynBroker[key] = norm }, value, true)
+}
+
+// DeleteDynamic removes this broker's dynamic value for key; deleting a key
+// that has none is not an error.
+func (b *Broker) DeleteDynamic(key string) error {
+	return b.update(key, func(l *layers, _ string) { delete(l.dynBroker, key) }, "", false)
+}
+
+// SetDynamicDefault sets a cluster-wide dynamic default for key (AlterConfigs
+// on the broker resource named ""). It beats static configuration but loses
+// to SetDynamic, and is reported as DYNAMIC_DEFAULT_BROKER_CONFIG.
+func (b *Broker) SetDynamicDefault(key, value string) error {
+	return b.update(key, func(l *layers, norm string) { l.dynDefault[key] = norm }, value, true)
+}
+
+// DeleteDynamicDefault removes the cluster-wide dynamic default for key.
+func (b *Broker) DeleteDynamicDefault(key string) error {
+	return b.update(key, func(l *layers, _ string) { delete(l.dynDefault, key) }, "", false)
+}
+
+// ValidateDynamic reports whether SetDynamic(key, value) would succeed,
+// without changing anything (for validate-only AlterConfigs).
+func (b *Broker) ValidateDynamic(key, value string) error {
+	norm, err := checkDynamic(key, value, true)
+	if err != nil {
+		return err
+	}
+	lay := copyLayers(b.Current().lay)
+	lay.dynBroker[key] = norm
+	_, err = build(lay)
+	return blame(err, key, value)
+}
+
+// blame makes a cross-key error found while applying a change to key name
+// key, so the caller sees which of its keys was refused.
+func blame(err error, key, value string) error {
+	ce, ok := err.(*Error)
+	if !ok || ce.Key == key {
+		return err
+	}
+	return invalid(key, value, "conflicts with "+ce.Key+": "+ce.Reason)
+}
+
+// Dynamic returns this broker's dynamic values (normalized).
+func (b *Broker) Dynamic() map[string]string { return copyMap(b.Current().lay.dynBroker) }
+
+// DynamicDefaults returns the cluster-wide dynamic defaults (normalized).
+func (b *Broker) DynamicDefaults() map[string]string { return copyMap(b.Current().lay.dynDefault) }
+
+func checkDynamic(key, value string, withValue bool) (string, error) {
+	d := brokerDefs[key]
+	if d == nil {
+		return "", unknown(key, "broker configuration")
+	}
+	if !d.dynamic {
+		return "", invalid(key, value, "cannot be updated dynamically")
+	}
+	if !withValue {
+		return "", nil
+	}
+	return normalizeBroker(key, value)
+}
+
+func copyLayers(l layers) layers {
+	return layers{static: l.static, dynDefault: copyMap(l.dynDefault), dynBroker: copyMap(l.dynBroker)}
+}
+
+func (b *Broker) update(key string, apply func(l *layers, norm string), value string, withValue bool) error {
+	if b.live == nil {
+		return invalid(key, value, "configuration was not created by Parse, Load or Default")
+	}
+	norm, err := checkDynamic(key, value, withValue)
+	if err != nil {
+		return err
+	}
+	b.live.mu.Lock()
+	defer b.live.mu.Unlock()
+	lay := copyLayers(b.live.cur.Load().lay)
+	apply(&lay, norm)
+	next, err := build(lay)
+	if err != nil {
+		return blame(err, key, value)
+	}
+	next.live = b.live
+	b.live.cur.Store(next)
+	return nil
+}

@@ -1,0 +1,155 @@
+package config
+
+import (
+	"reflect"
+	"sync"
+	"testing"
+)
+
+func TestDynamicPrecedence(t *testing.T) {
+	b, err := Parse(map[string]string{"log.retention.ms": "1000", "message.max.bytes": "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := b
+	steps := []struct {
+		do        func() error
+		retention int64
+		source    int8
+	}{
+		{func() error { return nil }, 1000, SourceStaticBroker},
+		{func() error { return b.SetDynamicDefault("log.retention.ms", "2000") }, 2000, SourceDynamicDefaultBroker},
+		{func() error { return b.SetDynamic("log.retention.ms", " 3000 ") }, 3000, SourceDynamicBroker},
+		{func() error { return b.DeleteDynamicDefault("log.retention.ms") }, 3000, SourceDynamicBroker},
+		{func() error { return b.DeleteDynamic("log.retention.ms") }, 1000, SourceStaticBroker},
+		{func() error { return b.DeleteDynamic("log.retention.ms") }, 1000, SourceStaticBroker}, // not set: no-op
+		{func() error { return b.SetDynamic("log.retention.ms", "-1") }, -1, SourceDynamicBroker},
+	}
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		cur := b.Current()
+		if cur.LogRetentionMs != s.retention || b.TopicDefaults().RetentionMs != s.retention || b.Values()["log.retention.ms"] != cur.values["log.retention.ms"] {
+			t.Errorf("step %d: retention %d (topic %d), want %d", i, cur.LogRetentionMs, b.TopicDefaults().RetentionMs, s.retention)
+		}
+		if e := entryByName(b.DescribeTopic(nil), "retention.ms"); e.Source != s.source {
+			t.Errorf("step %d: source %d, want %d", i, e.Source, s.source)
+		}
+	}
+	// The snapshot returned by Parse never changes.
+	if static.LogRetentionMs != 1000 {
+		t.Errorf("original snapshot changed: %d", static.LogRetentionMs)
+	}
+	if got := b.Dynamic(); !reflect.DeepEqual(got, map[string]string{"log.retention.ms": "-1"}) {
+		t.Errorf("Dynamic = %v", got)
+	}
+	if got := b.DynamicDefaults(); len(got) != 0 {
+		t.Errorf("DynamicDefaults = %v", got)
+	}
+	// Dynamic ms beats a static hours value.
+	c, err := Parse(map[string]string{"log.roll.hours": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetDynamic("log.roll.ms", "10"); err != nil || c.Current().LogRollMs != 10 {
+		t.Errorf("roll: %v %d", err, c.Current().LogRollMs)
+	}
+}
+
+func TestDynamicErrors(t *testing.T) {
+	b := Default()
+	for _, tc := range []struct {
+		key, value string
+		kind       error
+		reason     string
+	}{
+		{"num.partitions", "3", ErrInvalidConfig, "cannot be updated dynamically"},
+		{"log.retention.hours", "3", ErrInvalidConfig, "cannot be updated dynamically"},
+		{"listeners", "PLAINTEXT://:1", ErrInvalidConfig, "cannot be updated dynamically"},
+		{"node.id", "2", ErrInvalidConfig, "cannot be updated dynamically"},
+		{"bogus", "1", ErrUnknownConfig, "unknown"},
+		{"retention.ms", "1", ErrUnknownConfig, "unknown"},
+		{"log.segment.bytes", "1", ErrInvalidConfig, "minimum 14"},
+		{"log.retention.ms", "0", ErrInvalidConfig, "unlimited (-1)"},
+		{"compression.type", "brotli", ErrInvalidConfig, "not one of"},
+	} {
+		checkConfigErr(t, b.SetDynamic(tc.key, tc.value), tc.kind, tc.key, tc.reason)
+		checkConfigErr(t, b.ValidateDynamic(tc.key, tc.value), tc.kind, tc.key, tc.reason)
+		checkConfigErr(t, b.SetDynamicDefault(tc.key, tc.value), tc.kind, tc.key, tc.reason)
+	}
+	c := Default()
+	if err := c.SetDynamic("log.cleaner.min.compaction.lag.ms", "100"); err != nil {
+		t.Fatal(err)
+	}
+	checkConfigErr(t, c.SetDynamic("log.cleaner.max.compaction.lag.ms", "50"), ErrInvalidConfig, "log.cleaner.max.compaction.lag.ms", "conflicts with log.cleaner.min.compaction.lag.ms: 100 must not exceed")
+	checkConfigErr(t, b.DeleteDynamic("num.partitions"), ErrInvalidConfig, "num.partitions", "cannot be updated dynamically")
+	checkConfigErr(t, b.DeleteDynamic("bogus"), ErrUnknownConfig, "bogus", "unknown")
+	if !reflect.DeepEqual(b.Values(), Default().Values()) || len(b.Dynamic()) != 0 {
+		t.Error("a failed dynamic change left a trace")
+	}
+	if err := b.ValidateDynamic("log.segment.bytes", "2000"); err != nil || b.Current().LogSegmentBytes != 1<<30 {
+		t.Errorf("ValidateDynamic: %v, changed %d", err, b.Current().LogSegmentBytes)
+	}
+	var lit Broker
+	if err := lit.SetDynamic("log.retention.ms", "1"); err == nil {
+		t.Error("SetDynamic on a literal Broker succeeded")
+	}
+	if lit.Current() != &lit {
+		t.Error("Current of a literal Broker")
+	}
+}
+
+func TestDynamicKeys(t *testing.T) {
+	for _, k := range []string{"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms",
+		"message.max.bytes", "log.flush.interval.ms", "log.flush.interval.messages", "log.index.interval.bytes",
+		"min.insync.replicas", "compression.type", "log.message.timestamp.type", "log.cleanup.policy",
+		"unclean.leader.election.enable"} {
+		if !IsDynamic(k) {
+			t.Errorf("%s should be dynamic", k)
+		}
+	}
+	for _, k := range []string{"num.partitions", "log.retention.hours", "log.retention.minutes", "log.roll.hours",
+		"log.flush.scheduler.interval.ms", "log.dirs", "node.id", "bogus"} {
+		if IsDynamic(k) {
+			t.Errorf("%s should not be dynamic", k)
+		}
+	}
+}
+
+// Run with -race: readers of snapshots and writers never conflict.
+func TestDynamicConcurrent(t *testing.T) {
+	b := Default()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := b.Current()
+				if c.LogRetentionMs <= 0 && c.LogRetentionMs != -1 {
+					t.Error("bad retention")
+					return
+				}
+				_ = b.DescribeTopic(map[string]string{"retention.ms": "5"})
+				_ = b.Values()
+			}
+		}()
+	}
+	for i := 1; i <= 200; i++ {
+		if err := b.SetDynamic("log.retention.ms", "1000"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.DeleteDynamic("log.retention.ms"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
