@@ -1,0 +1,163 @@
+package storage
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Checkpoint file names in a log dir, as Kafka names them.
+const (
+	RecoveryPointCheckpointFile  = "recovery-point-offset-checkpoint"
+	LogStartOffsetCheckpointFile = "log-start-offset-checkpoint"
+	CleanShutdownFile            = ".kafka_cleanshutdown"
+	MetaPropertiesFile           = "meta.properties"
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// String is the partition's directory name, <topic>-<partition>.
+func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
+
+func compareTP(a, b TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+// readCheckpoint reads an offset checkpoint file (Kafka's OffsetCheckpointFile):
+//
+//	0                       version
+//	<n>                     number of entries
+//	<topic> <partition> <offset>    n lines
+//
+// A missing file is an empty map.
+func readCheckpoint(fs FS, path string) (map[TopicPartition]int64, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[TopicPartition]int64{}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	data, err := readAll(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseCheckpoint(data)
+}
+
+func parseCheckpoint(data []byte) (map[TopicPartition]int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	line := 0
+	next := func() (string, bool) {
+		for sc.Scan() {
+			line++
+			return strings.TrimSpace(sc.Text()), true
+		}
+		return "", false
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("storage: malformed checkpoint file, line %d: %s", line, why)
+	}
+	v, ok := next()
+	if !ok || v != "0" {
+		return nil, bad(fmt.Sprintf("version %q, want 0", v))
+	}
+	c, ok := next()
+	n, err := strconv.Atoi(c)
+	if !ok || err != nil || n < 0 {
+		return nil, bad(fmt.Sprintf("entry count %q", c))
+	}
+	m := make(map[TopicPartition]int64, min(n, 1<<16))
+	for range n {
+		s, ok := next()
+		if !ok {
+			return nil, bad(fmt.Sprintf("%d entries, expected %d", len(m), n))
+		}
+		f := strings.Fields(s)
+		if len(f) != 3 {
+			return nil, bad(fmt.Sprintf("entry %q", s))
+		}
+		p, err1 := strconv.ParseInt(f[1], 10, 32)
+		o, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || p < 0 {
+			return nil, bad(fmt.Sprintf("entry %q", s))
+		}
+		m[TopicPartition{f[0], int32(p)}] = o
+	}
+	if s, ok := next(); ok && s != "" {
+		return nil, bad("trailing data")
+	}
+	return m, sc.Err()
+}
+
+// formatCheckpoint renders m in checkpoint format, sorted by partition.
+func formatCheckpoint(m map[TopicPartition]int64) []byte {
+	tps := make([]TopicPartition, 0, len(m))
+	for tp := range m {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, compareTP)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "0\n%d\n", len(tps))
+	for _, tp := range tps {
+		fmt.Fprintf(&b, "%s %d %d\n", tp.Topic, tp.Partition, m[tp])
+	}
+	return b.Bytes()
+}
+
+// writeFileAtomic replaces dir/name with data durably: write dir/name.tmp, fsync, rename over
+// the old file, fsync the directory.
+func writeFileAtomic(fs FS, dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err == nil {
+		err = fs.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// readAll reads a whole (small) file.
+func readAll(f File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, fi.Size())
+	n, err := f.ReadAt(b, 0)
+	if err != nil && n != len(b) {
+		return nil, err
+	}
+	return b[:n], nil
+}

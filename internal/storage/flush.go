@@ -1,0 +1,90 @@
+package storage
+
+import "fmt"
+
+// Flush fsyncs everything appended so far and moves the recovery point to the log end offset
+// it saw. Appends and reads go on while the fsyncs run: under writeMu Flush only notes which
+// files are dirty (sealed segments' .index/.timeindex included; the active segment's indexes
+// are rebuilt by recovery anyway and are not synced) and whether the directory changed. A
+// failed fsync takes the log offline (the kernel may have dropped the dirty pages, so retrying
+// would lie) and is returned.
+func (l *Log) Flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+
+	type job struct {
+		s                   *segment
+		log, index, timeIdx bool
+	}
+	l.writeMu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.writeMu.Unlock()
+		return err
+	}
+	target, gen := l.mu.logEndOffset, l.mu.truncations
+	var jobs []job
+	for _, s := range l.mu.segments {
+		j := job{s: s, log: s.logDirty}
+		if s.sealed {
+			j.index, j.timeIdx = s.index.dirty, s.timeIndex.dirty
+		}
+		if j.log || j.index || j.timeIdx {
+			s.logDirty = false
+			if j.index {
+				s.index.dirty = false
+			}
+			if j.timeIdx {
+				s.timeIndex.dirty = false
+			}
+			s.incRef()
+			jobs = append(jobs, j)
+		}
+	}
+	syncDir := l.wr.dirDirty
+	l.wr.dirDirty = false
+	l.writeMu.Unlock()
+
+	var err error
+	for _, j := range jobs {
+		if err == nil {
+			err = j.s.syncFiles(j.log, j.index, j.timeIdx)
+		}
+		j.s.decRef()
+	}
+	if err == nil && syncDir {
+		err = l.fs.SyncDir(l.dir)
+	}
+
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if err != nil {
+		return l.fail(fmt.Errorf("flush: %w", err))
+	}
+	if err := l.usableLocked(); err != nil {
+		return err
+	}
+	l.wr.lastFlushMs = l.nowMs()
+	if gen == l.mu.truncations && target > l.mu.recoveryPoint {
+		l.mu.Lock()
+		l.mu.recoveryPoint = target
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// flushDue reports whether flush.ms has passed since the last flush with something to flush.
+func (l *Log) flushDue(nowMs int64) bool {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if l.usableLocked() != nil || l.mu.logEndOffset <= l.mu.recoveryPoint {
+		return false
+	}
+	return nowMs-l.wr.lastFlushMs >= l.mu.cfg.FlushIntervalMs
+}
+
+// Offline reports whether an I/O error took the log offline.
+func (l *Log) Offline() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.state == stateOffline
+}

@@ -1,0 +1,96 @@
+package storage
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrMetaMismatch: meta.properties names another cluster or node than the one asked for
+// (INCONSISTENT_CLUSTER_ID at startup).
+var ErrMetaMismatch = errors.New("storage: meta.properties does not match")
+
+// metaProperties is meta.properties, a Java properties file. Version 1 (KRaft) has cluster.id
+// and node.id; version 0 (ZooKeeper) named the node broker.id.
+type metaProperties struct {
+	version   int
+	clusterID string
+	nodeID    int32
+}
+
+func readMetaProperties(fs FS, dir string) (metaProperties, bool, error) {
+	path := filepath.Join(dir, MetaPropertiesFile)
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return metaProperties{}, false, nil
+	} else if err != nil {
+		return metaProperties{}, false, err
+	}
+	data, err := readAll(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return metaProperties{}, false, err
+	}
+	props := parseProperties(data)
+	mp := metaProperties{version: -1, nodeID: -1, clusterID: props["cluster.id"]}
+	bad := func(key string) error {
+		return fmt.Errorf("storage: %s: bad %s %q", path, key, props[key])
+	}
+	v, err := strconv.Atoi(props["version"])
+	if err != nil || (v != 0 && v != 1) {
+		return mp, false, bad("version")
+	}
+	mp.version = v
+	key := "node.id"
+	if v == 0 {
+		key = "broker.id"
+	}
+	if s, ok := props[key]; ok {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 0 {
+			return mp, false, bad(key)
+		}
+		mp.nodeID = int32(n)
+	} else if v == 1 {
+		return mp, false, bad(key)
+	}
+	if v == 1 && mp.clusterID == "" {
+		return mp, false, bad("cluster.id")
+	}
+	return mp, true, nil
+}
+
+// parseProperties reads key=value (or key:value) lines, skipping # and ! comments. Escapes
+// and continuation lines are not needed for the keys written here.
+func parseProperties(data []byte) map[string]string {
+	m := make(map[string]string)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(line, "=:")
+		if i < 0 {
+			m[line] = ""
+			continue
+		}
+		m[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	}
+	return m
+}
+
+func writeMetaProperties(fs FS, dir string, mp metaProperties) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "#\n#%s\n", time.Now().UTC().Format(time.UnixDate))
+	fmt.Fprintf(&b, "cluster.id=%s\nnode.id=%d\nversion=1\n", mp.clusterID, mp.nodeID)
+	return writeFileAtomic(fs, dir, MetaPropertiesFile, b.Bytes())
+}
