@@ -181,3 +181,16 @@ func fileSize(t testing.TB, path string) int64 {
 func segPath(dir string, base int64, suffix string) string {
 	return filepath.Join(dir, segmentName(base)+suffix)
 }
+
+// crash closes a log's files the way a killed process would: no flush, no index writes.
+func crash(l *Log) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.mu.segments {
+		s.decRef()
+	}
+	l.mu.segments = nil
+	l.mu.state = stateClosed
+}
