@@ -125,6 +125,11 @@ func (l *Log) appendLocked(b []byte, opt AppendOptions) (info AppendInfo, flush 
 		if err == nil {
 			err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
 		}
+		// Best effort: drop the torn bytes now, so even a later clean-looking open does not
+		// find them. Recovery cuts them anyway.
+		if terr := seg.log.Truncate(pos); terr != nil {
+			l.logger.Warn("could not cut a failed write", "segment", seg.logPath(), "err", terr)
+		}
 		return info, false, l.fail(fmt.Errorf("append to %s at %d: %w", seg.logPath(), pos, err))
 	}
 	seg.logDirty = true

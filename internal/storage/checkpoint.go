@@ -14,10 +14,11 @@ import (
 
 // Checkpoint file names in a log dir, as Kafka names them.
 const (
-	RecoveryPointCheckpointFile  = "recovery-point-offset-checkpoint"
-	LogStartOffsetCheckpointFile = "log-start-offset-checkpoint"
-	CleanShutdownFile            = ".kafka_cleanshutdown"
-	MetaPropertiesFile           = "meta.properties"
+	RecoveryPointCheckpointFile     = "recovery-point-offset-checkpoint"
+	LogStartOffsetCheckpointFile    = "log-start-offset-checkpoint"
+	ReplicationOffsetCheckpointFile = "replication-offset-checkpoint" // high watermarks; written by the replica layer
+	CleanShutdownFile               = ".kafka_cleanshutdown"
+	MetaPropertiesFile              = "meta.properties"
 )
 
 // TopicPartition names a partition.
@@ -36,14 +37,14 @@ func compareTP(a, b TopicPartition) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
-// readCheckpoint reads an offset checkpoint file (Kafka's OffsetCheckpointFile):
+// ReadCheckpoint reads an offset checkpoint file (Kafka's OffsetCheckpointFile):
 //
 //	0                       version
 //	<n>                     number of entries
 //	<topic> <partition> <offset>    n lines
 //
 // A missing file is an empty map.
-func readCheckpoint(fs FS, path string) (map[TopicPartition]int64, error) {
+func ReadCheckpoint(fs FS, path string) (map[TopicPartition]int64, error) {
 	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[TopicPartition]int64{}, nil
@@ -105,6 +106,12 @@ func parseCheckpoint(data []byte) (map[TopicPartition]int64, error) {
 	return m, sc.Err()
 }
 
+// WriteCheckpoint durably replaces the checkpoint file dir/name with m (see ReadCheckpoint for
+// the format; entries sorted by partition).
+func WriteCheckpoint(fs FS, dir, name string, m map[TopicPartition]int64) error {
+	return WriteFileAtomic(fs, dir, name, formatCheckpoint(m))
+}
+
 // formatCheckpoint renders m in checkpoint format, sorted by partition.
 func formatCheckpoint(m map[TopicPartition]int64) []byte {
 	tps := make([]TopicPartition, 0, len(m))
@@ -120,9 +127,9 @@ func formatCheckpoint(m map[TopicPartition]int64) []byte {
 	return b.Bytes()
 }
 
-// writeFileAtomic replaces dir/name with data durably: write dir/name.tmp, fsync, rename over
+// WriteFileAtomic replaces dir/name with data durably: write dir/name.tmp, fsync, rename over
 // the old file, fsync the directory.
-func writeFileAtomic(fs FS, dir, name string, data []byte) error {
+func WriteFileAtomic(fs FS, dir, name string, data []byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)

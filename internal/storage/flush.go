@@ -64,6 +64,17 @@ func (l *Log) Flush() error {
 		return err
 	}
 	l.wr.lastFlushMs = l.nowMs()
+	// A segment sealed while the fsyncs ran has index files this flush did not cover; the
+	// recovery point stays at its base so a crash rebuilds them.
+	for _, s := range l.mu.segments {
+		if s.baseOffset >= target {
+			break
+		}
+		if s.sealed && (s.index.dirty || s.timeIndex.dirty) {
+			target = s.baseOffset
+			break
+		}
+	}
 	if gen == l.mu.truncations && target > l.mu.recoveryPoint {
 		l.mu.Lock()
 		l.mu.recoveryPoint = target

@@ -28,8 +28,9 @@ var errCorruptIndex = errors.New("storage: corrupt index")
 // tail lost in a crash never matters; a sealed segment's index is written and then fsynced by
 // the next flush (dirty).
 //
-// Concurrency: an indexFile has no lock of its own. It is guarded by its Log's locks: changed
-// while holding Log.writeMu and Log.mu for writing, read while holding either.
+// Concurrency: an indexFile has no lock of its own. It is guarded by its Log's locks: buf and
+// mapped are changed while holding Log.writeMu and Log.mu for writing and read while holding
+// either; written, dirty and the file writes are Log.writeMu's alone.
 type indexFile struct {
 	path       string
 	file       File

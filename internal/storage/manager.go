@@ -83,12 +83,12 @@ func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
 		return nil, err
 	}
 
-	m.mu.recoveryPoints, err = readCheckpoint(fs, filepath.Join(dir, RecoveryPointCheckpointFile))
+	m.mu.recoveryPoints, err = ReadCheckpoint(fs, filepath.Join(dir, RecoveryPointCheckpointFile))
 	if err != nil {
 		m.logger.Warn("unreadable recovery point checkpoint: recovering every log from offset 0", "err", err)
 		m.mu.recoveryPoints = map[TopicPartition]int64{}
 	}
-	m.mu.startOffsets, err = readCheckpoint(fs, filepath.Join(dir, LogStartOffsetCheckpointFile))
+	m.mu.startOffsets, err = ReadCheckpoint(fs, filepath.Join(dir, LogStartOffsetCheckpointFile))
 	if err != nil {
 		m.logger.Warn("unreadable log start offset checkpoint: starting each log at its first segment", "err", err)
 		m.mu.startOffsets = map[TopicPartition]int64{}
@@ -306,8 +306,8 @@ func (m *Manager) checkpointLocked() error {
 		}
 	}
 	return errors.Join(
-		writeFileAtomic(m.fs, m.dir, RecoveryPointCheckpointFile, formatCheckpoint(rp)),
-		writeFileAtomic(m.fs, m.dir, LogStartOffsetCheckpointFile, formatCheckpoint(so)),
+		WriteCheckpoint(m.fs, m.dir, RecoveryPointCheckpointFile, rp),
+		WriteCheckpoint(m.fs, m.dir, LogStartOffsetCheckpointFile, so),
 	)
 }
 
@@ -333,7 +333,7 @@ func (m *Manager) Close() error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		errs = append(errs, writeFileAtomic(m.fs, m.dir, CleanShutdownFile, nil))
+		errs = append(errs, WriteFileAtomic(m.fs, m.dir, CleanShutdownFile, nil))
 	} else {
 		m.logger.Error("log dir not closed cleanly: no clean-shutdown marker", "err", errors.Join(errs...))
 	}

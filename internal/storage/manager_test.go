@@ -25,10 +25,10 @@ func TestCheckpointFormatRoundTrip(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := writeFileAtomic(OS, dir, "cp", data); err != nil {
+	if err := WriteFileAtomic(OS, dir, "cp", data); err != nil {
 		t.Fatal(err)
 	}
-	got, err = readCheckpoint(OS, filepath.Join(dir, "cp"))
+	got, err = ReadCheckpoint(OS, filepath.Join(dir, "cp"))
 	if err != nil || !reflect.DeepEqual(got, m) {
 		t.Fatal(got, err)
 	}
@@ -94,8 +94,8 @@ func TestManagerLifecycle(t *testing.T) {
 	if err := m.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	rp, _ := readCheckpoint(OS, filepath.Join(dir, RecoveryPointCheckpointFile))
-	so, _ := readCheckpoint(OS, filepath.Join(dir, LogStartOffsetCheckpointFile))
+	rp, _ := ReadCheckpoint(OS, filepath.Join(dir, RecoveryPointCheckpointFile))
+	so, _ := ReadCheckpoint(OS, filepath.Join(dir, LogStartOffsetCheckpointFile))
 	if rp[TopicPartition{"orders", 0}] != 40 || rp[TopicPartition{"orders", 1}] != 0 || so[TopicPartition{"orders", 0}] != 25 {
 		t.Fatalf("checkpoints %v %v", rp, so)
 	}

@@ -92,5 +92,5 @@ func writeMetaProperties(fs FS, dir string, mp metaProperties) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "#\n#%s\n", time.Now().UTC().Format(time.UnixDate))
 	fmt.Fprintf(&b, "cluster.id=%s\nnode.id=%d\nversion=1\n", mp.clusterID, mp.nodeID)
-	return writeFileAtomic(fs, dir, MetaPropertiesFile, b.Bytes())
+	return WriteFileAtomic(fs, dir, MetaPropertiesFile, b.Bytes())
 }

@@ -147,11 +147,17 @@ func (l *Log) load(opt OpenOptions) error {
 		}
 	}
 
+	// Seal the inactive segments; indexes rebuilt or extended above are written and fsynced
+	// now, so the recovery point never stands past an index that is not durable.
 	segs := l.mu.segments
 	for _, s := range segs[:len(segs)-1] {
 		if err := s.seal(); err != nil {
 			return err
 		}
+		if err := s.syncFiles(s.logDirty, s.index.dirty, s.timeIndex.dirty); err != nil {
+			return err
+		}
+		s.logDirty, s.index.dirty, s.timeIndex.dirty = false, false, false
 	}
 	l.mu.logEndOffset = segs[len(segs)-1].nextOffset
 	l.mu.logStartOffset = max(opt.LogStartOffset, segs[0].baseOffset)

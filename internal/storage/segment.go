@@ -371,8 +371,8 @@ func (s *segment) truncateTo(offset int64) (int64, error) {
 	return pos, nil
 }
 
-// sync fsyncs whatever of the segment is dirty. logDirty is cleared by the caller (under
-// writeMu) before calling, so sync is given what to do.
+// syncFiles fsyncs the named files of the segment. The caller reads and clears the dirty
+// flags under Log.writeMu and may call this without any lock, holding a reference.
 func (s *segment) syncFiles(log, index, timeIndex bool) error {
 	if log {
 		if err := s.log.Sync(); err != nil {
