@@ -118,6 +118,9 @@ func (l *Log) appendLocked(b []byte, opt AppendOptions) (info AppendInfo, flush 
 	if info.LastOffset-seg.baseOffset > math.MaxInt32 {
 		return info, false, fmt.Errorf("%w: offsets %d..%d do not fit one segment", ErrOffsetOutOfOrder, info.FirstOffset, info.LastOffset)
 	}
+	if seg.size+int64(len(b)) > math.MaxInt32 {
+		return info, false, fmt.Errorf("%w: %d bytes do not fit one segment", ErrRecordBatchTooLarge, len(b))
+	}
 
 	// One write, past the committed end: readers do not look there.
 	pos := seg.size
