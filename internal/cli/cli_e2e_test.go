@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/gregor-project/gregor/internal/testutil"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -47,13 +49,12 @@ func mustRunCLI(t *testing.T, stdin string, args ...string) string {
 	return out
 }
 
-// TestE2EFromEnv runs E2E against GREGOR_BROKER when it is set. The real
-// coverage comes from a test that starts a gregor server and calls E2E with
-// its address.
-func TestE2EFromEnv(t *testing.T) {
+// TestE2E runs every tool against a real Gregor broker started in-process (or against
+// GREGOR_BROKER when it is set, to try the tools on another server).
+func TestE2E(t *testing.T) {
 	broker := os.Getenv("GREGOR_BROKER")
 	if broker == "" {
-		t.Skip("GREGOR_BROKER not set; E2E is run by the server-backed test")
+		broker = testutil.StartBroker(t).Addr()
 	}
 	E2E(t, broker)
 }

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/storage"
+)
+
+// Errors raised inside the api layer itself.
+var (
+	errInvalidTopic      = errors.New("api: invalid topic name")
+	errUnknownPartition  = errors.New("api: unknown topic or partition")
+	errMessageTooLarge   = errors.New("api: batch larger than max.message.bytes")
+	errLegacyInNewFormat = errors.New("api: produce v3+ must carry magic v2 record batches")
+	errInvalidRF         = errors.New("api: invalid replication factor")
+	errInvalidPartitions = errors.New("api: invalid partition count")
+	errInvalidAssignment = errors.New("api: invalid replica assignment")
+	errDeleteDisabled    = errors.New("api: topic deletion is disabled (delete.topic.enable=false)")
+	errInvalidRequest    = errors.New("api: invalid request")
+)
+
+// unknownServerError is the code for errors with no Kafka meaning; callers log those.
+const unknownServerError = -1
+
+// code translates an internal error to its Kafka error code. This is the one boundary where
+// that happens; unknown errors are UNKNOWN_SERVER_ERROR (and are logged by the caller).
+func code(err error) int16 {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ke):
+		return ke.Code
+	case errors.Is(err, batch.ErrBadCRC), errors.Is(err, batch.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, batch.ErrUnknownCodec):
+		return kerr.UnsupportedCompressionType.Code
+	case errors.Is(err, batch.ErrInvalidRecord), errors.Is(err, errLegacyInNewFormat):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, batch.ErrUnsupportedMagic):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, errMessageTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, errInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, errUnknownPartition), errors.Is(err, metadata.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, metadata.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, metadata.ErrPartitions), errors.Is(err, errInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, errInvalidRF):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, errInvalidAssignment):
+		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, errDeleteDisabled):
+		return kerr.TopicDeletionDisabled.Code
+	case errors.Is(err, errInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, config.ErrUnknownConfig), errors.Is(err, config.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	case errors.Is(err, replica.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, replica.ErrInvalidEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, storage.ErrLogOffline):
+		return kerr.KafkaStorageError.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errMsg is the message for a response's ErrorMessage field (nil when err is nil).
+func errMsg(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

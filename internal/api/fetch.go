@@ -1,0 +1,203 @@
+package api
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/storage"
+)
+
+// Fetch v0-v17. Reads whole batches below the high watermark (the last stable offset is the
+// same: transactions are not served yet, so both isolation levels read up to it). When fewer
+// than min_bytes are available the request parks until a watched partition gets an append,
+// max_wait passes, or the connection closes (long poll). Total bytes are bounded by max_bytes
+// and each partition by its partition_max_bytes, except that from v3 on the first partition
+// with data returns at least one whole batch (KIP-74). Fetch sessions (KIP-227) are answered
+// sessionless (session id 0), which every client accepts; an unknown session id gets
+// FETCH_SESSION_ID_NOT_FOUND. v0-v3 get records down-converted to message format v0/v1.
+
+func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.FetchRequest)
+	if req.Version >= 7 && req.SessionID != 0 {
+		return Reply{Raw: &Raw{Parts: encodeFetch(req.Version, kerr.FetchSessionIDNotFound.Code, nil)}}
+	}
+	maxBytes := int32(math.MaxInt32)
+	if req.Version >= 3 && req.MaxBytes > 0 {
+		maxBytes = req.MaxBytes
+	}
+	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	f := &fetch{h: h, req: req, maxBytes: maxBytes}
+	f.resolve()
+	for {
+		total, anyErr := f.read()
+		if total >= int(req.MinBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
+			return Reply{Raw: &Raw{Parts: encodeFetch(req.Version, 0, f.topics), Done: f.release}}
+		}
+		f.release()
+	}
+}
+
+// fetch is one Fetch request being answered.
+type fetch struct {
+	h        *Handler
+	req      *kmsg.FetchRequest
+	maxBytes int32
+	topics   []fetchTopic
+	parts    [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
+	slices   []storage.Slice
+}
+
+// resolve maps the requested topics (by name, or by id from v13) to partitions.
+func (f *fetch) resolve() {
+	im := f.h.Meta.Image()
+	for _, rt := range f.req.Topics {
+		var t *metadata.Topic
+		if f.req.Version >= 13 {
+			t = im.TopicByID(rt.TopicID)
+		} else {
+			t = im.Topic(rt.Topic)
+		}
+		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
+		ps := make([]*replica.Partition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			fp := fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
+			if t != nil {
+				ps[i] = f.h.Replicas.Get(t.Name, rp.Partition)
+			}
+			switch {
+			case t == nil && f.req.Version >= 13:
+				fp.errCode = kerr.UnknownTopicID.Code
+			case ps[i] == nil:
+				fp.errCode = kerr.UnknownTopicOrPartition.Code
+			}
+			ft.parts = append(ft.parts, fp)
+		}
+		f.topics = append(f.topics, ft)
+		f.parts = append(f.parts, ps)
+	}
+}
+
+// read fills every known partition's answer; it returns the record bytes gathered and
+// whether any partition has an error (which answers the fetch at once, as Kafka does).
+func (f *fetch) read() (int, bool) {
+	total := 0
+	anyErr := false
+	for ti, rt := range f.req.Topics {
+		for pi, rp := range rt.Partitions {
+			p := f.parts[ti][pi]
+			fp := &f.topics[ti].parts[pi]
+			if p == nil {
+				anyErr = true
+				continue
+			}
+			fp.records, fp.file = nil, Part{}
+			fp.errCode = 0
+			hw := p.HighWatermark()
+			fp.hw, fp.lso, fp.logStart = hw, hw, p.Log().LogStartOffset()
+			if f.req.Version >= 9 && rp.CurrentLeaderEpoch > leaderEpoch {
+				fp.errCode = kerr.UnknownLeaderEpoch.Code
+				anyErr = true
+				continue
+			}
+			limit := min(rp.PartitionMaxBytes, f.maxBytes-int32(total))
+			if limit <= 0 && total > 0 {
+				continue
+			}
+			n, err := f.readPartition(p, fp, rp.FetchOffset, limit, total == 0 && f.req.Version >= 3)
+			if err != nil {
+				fp.errCode = code(err)
+				if fp.errCode == unknownServerError {
+					f.h.Log.Error("fetch failed", "topic", p.Topic, "partition", p.Index, "err", err)
+				}
+				anyErr = true
+				continue
+			}
+			total += n
+		}
+	}
+	return total, anyErr
+}
+
+// readPartition reads one partition's batches into fp, returning the bytes read.
+func (f *fetch) readPartition(p *replica.Partition, fp *fetchPartition, offset int64, limit int32, minOne bool) (int, error) {
+	s, err := p.Log().Read(offset, limit, fp.hw, minOne)
+	if err != nil {
+		return 0, err
+	}
+	if s.Size == 0 {
+		s.Release()
+		return 0, nil
+	}
+	if f.req.Version <= 3 || s.File.OSFile() == nil {
+		defer s.Release()
+		b := make([]byte, s.Size)
+		if _, err := s.File.ReadAt(b, s.Pos); err != nil {
+			return 0, err
+		}
+		if f.req.Version <= 3 {
+			magic := int8(0)
+			if f.req.Version >= 2 {
+				magic = 1
+			}
+			if b, err = batch.DownConvert(b, magic); err != nil {
+				return 0, err
+			}
+		}
+		fp.records = b
+		return len(b), nil
+	}
+	f.slices = append(f.slices, s)
+	fp.file = Part{File: s.File.OSFile(), Pos: s.Pos, N: int(s.Size)}
+	return int(s.Size), nil
+}
+
+// release drops the segment references taken by read.
+func (f *fetch) release() {
+	for _, s := range f.slices {
+		s.Release()
+	}
+	f.slices = f.slices[:0]
+}
+
+// wait parks until a partition gets new records, the deadline passes or ctx ends; false
+// means answer now.
+func (f *fetch) wait(ctx context.Context, deadline time.Time) bool {
+	d := deadline.Sub(f.h.Now())
+	if d <= 0 {
+		return false
+	}
+	ch := make(chan struct{}, 1)
+	for _, ps := range f.parts {
+		for _, p := range ps {
+			if p != nil {
+				p.Watch(ch)
+				defer p.Unwatch(ch)
+			}
+		}
+	}
+	// Records may have arrived between the read and the Watch: check once more.
+	for ti, ps := range f.parts {
+		for pi, p := range ps {
+			if p != nil && p.HighWatermark() > f.topics[ti].parts[pi].hw {
+				return true
+			}
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"encoding/binary"
+)
+
+// The Fetch response is the one body Gregor encodes itself, so that record bytes can be sent
+// from the segment files with sendfile instead of being copied into it. Layout per version
+// (flexible from v12: compact arrays/strings/bytes as uvarint length+1, tagged fields):
+//
+//	throttle_ms int32 (v1+) | error_code int16 (v7+) | session_id int32 (v7+)
+//	topics [ topic string (v0-12) | topic_id uuid (v13+)
+//	         partitions [ partition int32 | error_code int16 | high_watermark int64
+//	                      | last_stable_offset int64 (v4+) | log_start_offset int64 (v5+)
+//	                      | aborted_transactions nullable [producer_id int64, first_offset int64] (v4+)
+//	                      | preferred_read_replica int32 (v11+) | records nullable bytes | tags ]
+//	         | tags ]
+//	| tags
+
+// fetchPartition is one partition's answer.
+type fetchPartition struct {
+	partition int32
+	errCode   int16
+	hw        int64
+	lso       int64
+	logStart  int64
+	records   []byte // heap records (down-converted, or read without an OS file)
+	file      Part   // records sent from a file (File != nil)
+}
+
+type fetchTopic struct {
+	name  string
+	id    [16]byte
+	parts []fetchPartition
+}
+
+// fetchEncoder builds the body as bytes with file ranges spliced in.
+type fetchEncoder struct {
+	version int16
+	flex    bool
+	b       []byte
+	cuts    []cut // file parts inserted at byte positions of b
+}
+
+type cut struct {
+	at   int
+	file Part
+}
+
+func (e *fetchEncoder) i16(v int16) { e.b = binary.BigEndian.AppendUint16(e.b, uint16(v)) }
+func (e *fetchEncoder) i32(v int32) { e.b = binary.BigEndian.AppendUint32(e.b, uint32(v)) }
+func (e *fetchEncoder) i64(v int64) { e.b = binary.BigEndian.AppendUint64(e.b, uint64(v)) }
+func (e *fetchEncoder) uv(v int)    { e.b = binary.AppendUvarint(e.b, uint64(v)) }
+func (e *fetchEncoder) tags()       { e.b = append(e.b, 0) }
+
+func (e *fetchEncoder) arrayLen(n int) {
+	if e.flex {
+		e.uv(n + 1)
+	} else {
+		e.i32(int32(n))
+	}
+}
+
+func (e *fetchEncoder) nullArray() {
+	if e.flex {
+		e.uv(0)
+	} else {
+		e.i32(-1)
+	}
+}
+
+func (e *fetchEncoder) str(s string) {
+	if e.flex {
+		e.uv(len(s) + 1)
+	} else {
+		e.i16(int16(len(s)))
+	}
+	e.b = append(e.b, s...)
+}
+
+func (e *fetchEncoder) bytesLen(n int) {
+	if e.flex {
+		e.uv(n + 1)
+	} else {
+		e.i32(int32(n))
+	}
+}
+
+// encodeFetch returns the body parts of a Fetch response.
+func encodeFetch(version int16, errCode int16, topics []fetchTopic) []Part {
+	e := &fetchEncoder{version: version, flex: version >= 12, b: make([]byte, 0, 256)}
+	if version >= 1 {
+		e.i32(0) // throttle
+	}
+	if version >= 7 {
+		e.i16(errCode)
+		e.i32(0) // session id: every fetch is answered sessionless
+	}
+	e.arrayLen(len(topics))
+	for ti := range topics {
+		t := &topics[ti]
+		if version >= 13 {
+			e.b = append(e.b, t.id[:]...)
+		} else {
+			e.str(t.name)
+		}
+		e.arrayLen(len(t.parts))
+		for pi := range t.parts {
+			p := &t.parts[pi]
+			e.i32(p.partition)
+			e.i16(p.errCode)
+			e.i64(p.hw)
+			if version >= 4 {
+				e.i64(p.lso)
+			}
+			if version >= 5 {
+				e.i64(p.logStart)
+			}
+			if version >= 4 {
+				e.nullArray() // no aborted transactions
+			}
+			if version >= 11 {
+				e.i32(-1) // preferred read replica
+			}
+			if p.file.File != nil {
+				e.bytesLen(p.file.N)
+				e.cuts = append(e.cuts, cut{at: len(e.b), file: p.file})
+			} else {
+				e.bytesLen(len(p.records))
+				e.b = append(e.b, p.records...)
+			}
+			if e.flex {
+				e.tags()
+			}
+		}
+		if e.flex {
+			e.tags()
+		}
+	}
+	if e.flex {
+		e.tags()
+	}
+	parts := make([]Part, 0, 2*len(e.cuts)+1)
+	prev := 0
+	for _, c := range e.cuts {
+		if c.at > prev {
+			parts = append(parts, Part{B: e.b[prev:c.at]})
+		}
+		parts = append(parts, c.file)
+		prev = c.at
+	}
+	if prev < len(e.b) {
+		parts = append(parts, Part{B: e.b[prev:]})
+	}
+	return parts
+}

@@ -1,0 +1,81 @@
+// Package api answers Kafka requests: one file per API key, each stating the versions it
+// serves. Handlers translate internal sentinel errors to Kafka error codes (errors.go) at this
+// boundary and nowhere else.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/storage"
+)
+
+// Handler is the broker's request handler. It is safe for concurrent use by every connection.
+type Handler struct {
+	Cfg      *config.Broker
+	Meta     *metadata.Store
+	Replicas *replica.Manager
+	Logs     *storage.Manager
+	Log      *slog.Logger
+	Now      func() time.Time
+
+	NodeID    int32
+	ClusterID string
+	// Advertised is the address clients are told to connect to (advertised.listeners).
+	AdvertisedHost string
+	AdvertisedPort int32
+	Rack           string
+}
+
+// api is one served API key: its version range and handler.
+type api struct {
+	min, max int16
+	handle   func(h *Handler, ctx context.Context, c *Conn, req kmsg.Request) Reply
+}
+
+// apis lists every API key served, with the versions each file implements.
+var apis map[int16]api
+
+func init() {
+	apis = map[int16]api{
+		kmsg.ApiVersions.Int16():             {0, 3, handleApiVersions},
+		kmsg.Metadata.Int16():                {0, 12, handleMetadata},
+		kmsg.Produce.Int16():                 {0, 12, handleProduce},
+		kmsg.Fetch.Int16():                   {0, 17, handleFetch},
+		kmsg.ListOffsets.Int16():             {0, 9, handleListOffsets},
+		kmsg.CreateTopics.Int16():            {0, 7, handleCreateTopics},
+		kmsg.DeleteTopics.Int16():            {0, 6, handleDeleteTopics},
+		kmsg.CreatePartitions.Int16():        {0, 3, handleCreatePartitions},
+		kmsg.DescribeConfigs.Int16():         {0, 4, handleDescribeConfigs},
+		kmsg.AlterConfigs.Int16():            {0, 2, handleAlterConfigs},
+		kmsg.IncrementalAlterConfigs.Int16(): {0, 1, handleIncrementalAlterConfigs},
+		kmsg.DeleteRecords.Int16():           {0, 2, handleDeleteRecords},
+		kmsg.DescribeCluster.Int16():         {0, 1, handleDescribeCluster},
+		kmsg.DescribeLogDirs.Int16():         {0, 4, handleDescribeLogDirs},
+		kmsg.InitProducerID.Int16():          {0, 5, handleInitProducerID},
+	}
+}
+
+// Versions reports the served version range of an API key.
+func (h *Handler) Versions(key int16) (int16, int16, bool) {
+	a, ok := apis[key]
+	return a.min, a.max, ok
+}
+
+// MaxRequestBytes is socket.request.max.bytes.
+func (h *Handler) MaxRequestBytes() int32 { return h.Cfg.Current().SocketRequestMaxBytes }
+
+// Handle answers one request whose key and version were checked against Versions.
+func (h *Handler) Handle(ctx context.Context, c *Conn, req kmsg.Request) Reply {
+	return apis[req.Key()].handle(h, ctx, c, req)
+}
+
+func msg(r kmsg.Response) Reply { return Reply{Msg: r} }
+
+func (h *Handler) nowMs() int64 { return h.Now().UnixMilli() }

@@ -1,0 +1,125 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/replica"
+)
+
+// Produce v0-v12. Each partition's records are split into batches and validated (size, magic,
+// CRC, codec) before anything is appended; legacy v0/v1 message sets (produce v0-v2 only) are
+// up-converted to one v2 batch. acks=0 gets no response; acks=1 and acks=all are answered
+// once the records are in the log, which on a single node is also when they are committed.
+
+// leaderEpoch is the partition leader epoch stamped on appended batches (single node: 0).
+const leaderEpoch = 0
+
+func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	now := h.nowMs()
+	acksAll := req.Acks == -1
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			res, err := h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll)
+			if err != nil {
+				sp.ErrorCode = code(err)
+				sp.ErrorMessage = errMsg(err)
+				sp.BaseOffset = -1
+				sp.LogAppendTime = -1
+				sp.LogStartOffset = -1
+				if sp.ErrorCode == unknownServerError {
+					h.Log.Error("produce failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				}
+			} else {
+				sp.BaseOffset = res.BaseOffset
+				sp.LogAppendTime = res.LogAppendTime
+				sp.LogStartOffset = res.LogStartOffset
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		return Reply{None: true}
+	}
+	return msg(resp)
+}
+
+// produce validates and appends one partition's records.
+func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool) (replica.AppendResult, error) {
+	p, err := h.partition(topic, part)
+	if err != nil {
+		return replica.AppendResult{}, err
+	}
+	s := p.Settings()
+	raw, hdrs, err := prepareBatches(version, records, s, nowMs)
+	if err != nil {
+		return replica.AppendResult{}, err
+	}
+	return p.Append(raw, hdrs, nowMs, leaderEpoch, acksAll)
+}
+
+// prepareBatches turns a produce request's records into validated v2 batches ready to append:
+// raw is either the request's own bytes (the common case: no copy) or new bytes when a batch
+// was up-converted or recompressed.
+func prepareBatches(version int16, records []byte, s *replica.Settings, nowMs int64) ([]byte, []batch.Header, error) {
+	if len(records) == 0 {
+		return nil, nil, fmt.Errorf("%w: no records", batch.ErrCorrupt)
+	}
+	parts, err := batch.Split(records)
+	if err != nil {
+		return nil, nil, err
+	}
+	hdrs := make([]batch.Header, 0, len(parts))
+	rewritten := false
+	for i, b := range parts {
+		magic, err := batch.Magic(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if magic < 2 {
+			if version > 2 {
+				return nil, nil, errLegacyInNewFormat
+			}
+			if b, err = batch.UpConvert(b, nowMs); err != nil {
+				return nil, nil, err
+			}
+			rewritten = true
+		}
+		if len(b) > int(s.MaxMessageBytes) {
+			return nil, nil, fmt.Errorf("%w: %d bytes > %d", errMessageTooLarge, len(b), s.MaxMessageBytes)
+		}
+		hdr, err := batch.Validate(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if s.Recompress && hdr.Codec() != s.Compression {
+			if b, err = batch.Recompress(b, s.Compression); err != nil {
+				return nil, nil, err
+			}
+			if hdr, err = batch.ParseHeader(b); err != nil {
+				return nil, nil, err
+			}
+			rewritten = true
+		}
+		parts[i] = b
+		hdrs = append(hdrs, hdr)
+	}
+	if !rewritten {
+		return records, hdrs, nil
+	}
+	var raw []byte
+	for _, b := range parts {
+		raw = append(raw, b...)
+	}
+	return raw, hdrs, nil
+}

@@ -1,0 +1,58 @@
+package api
+
+import (
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Reply is what a handler gives the connection loop to send back.
+//
+// Exactly one of Msg and Raw is set, unless None is true (acks=0 produce), in which case
+// nothing is written: Kafka sends no response to acks=0 produce requests.
+type Reply struct {
+	Msg  kmsg.Response // encoded by the server at the request's version
+	Raw  *Raw          // a hand-encoded body (Fetch), sent with writev + sendfile
+	None bool
+}
+
+// Raw is a response body made of byte slices and file ranges, in order. The server sends the
+// file ranges with sendfile at an explicit offset, so record bytes never enter the heap.
+// Done is called once the body is written (or the connection failed); it releases the
+// segment references the file ranges hold.
+type Raw struct {
+	Parts []Part
+	Done  func()
+}
+
+// Part is either bytes (File == nil) or N bytes of File starting at Pos.
+type Part struct {
+	B    []byte
+	File *os.File
+	Pos  int64
+	N    int
+}
+
+// Len is the number of body bytes the part contributes.
+func (p *Part) Len() int {
+	if p.File != nil {
+		return p.N
+	}
+	return len(p.B)
+}
+
+// Size is the whole body length.
+func (r *Raw) Size() int {
+	n := 0
+	for i := range r.Parts {
+		n += r.Parts[i].Len()
+	}
+	return n
+}
+
+// Conn describes the client connection a request came in on.
+type Conn struct {
+	ClientID   string
+	RemoteAddr string
+	Listener   string
+}

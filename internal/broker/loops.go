@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Background work, each on its own ticker: retention (log.retention.check.interval.ms, which
+// also rolls idle segments by time), time-based flushing (log.flush.interval.ms, checked every
+// second at most), and recovery-point checkpoints (log.flush.offset.checkpoint.interval.ms).
+func (b *Broker) startLoops(ctx context.Context) {
+	b.every(ctx, time.Duration(b.cfg.LogRetentionCheckIntervalMs)*time.Millisecond, func(now time.Time) {
+		if _, err := b.logs.RunRetention(now.UnixMilli()); err != nil {
+			b.log.Error("retention failed", "err", err)
+		}
+	})
+	flushEvery := time.Second
+	if ms := b.cfg.LogFlushIntervalMs; ms > 0 && ms < 1000 {
+		flushEvery = time.Duration(ms) * time.Millisecond
+	}
+	b.every(ctx, flushEvery, func(now time.Time) {
+		if err := b.logs.FlushDue(now.UnixMilli()); err != nil {
+			b.log.Error("flush failed", "err", err)
+		}
+	})
+	b.every(ctx, time.Duration(b.cfg.LogFlushOffsetCheckpointIntervalMs)*time.Millisecond, func(time.Time) {
+		if err := b.logs.Checkpoint(); err != nil {
+			b.log.Error("checkpoint failed", "err", err)
+		}
+	})
+}
+
+func (b *Broker) every(ctx context.Context, d time.Duration, fn func(time.Time)) {
+	if d <= 0 {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				fn(now)
+			}
+		}
+	}()
+}

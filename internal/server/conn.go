@@ -1,0 +1,216 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
+
+	"github.com/gregor-project/gregor/internal/api"
+)
+
+// conn serves one client connection. Requests are read in the order they arrive and answered
+// in that order: a client may pipeline many requests, and each is handled to completion
+// before the next (as Kafka does by muting a channel while its request is in flight). One
+// goroutine per connection and a small read buffer keep idle connections cheap.
+type conn struct {
+	srv  *Server
+	nc   net.Conn
+	br   *bufio.Reader
+	out  []byte // response encoding buffer, reused
+	info api.Conn
+	log  *slog.Logger
+}
+
+func (c *conn) serve(ctx context.Context) {
+	defer c.nc.Close()
+	for {
+		bp, err := readFrame(c.br, c.srv.maxRequest())
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.log.Info("closing connection", "err", err)
+			}
+			return
+		}
+		keep := c.handle(ctx, *bp)
+		putBuf(bp)
+		if !keep {
+			return
+		}
+	}
+}
+
+// handle decodes and answers one request; false closes the connection.
+func (c *conn) handle(ctx context.Context, frame []byte) bool {
+	h, body, err := parseHeader(frame)
+	if err != nil {
+		c.log.Info("closing connection: bad request header", "err", err)
+		return false
+	}
+	req := kmsg.RequestForKey(h.key)
+	if req == nil {
+		c.log.Info("closing connection: unknown api key", "api_key", h.key, "client_id", h.clientID)
+		return false
+	}
+	min, max, ok := c.srv.handler.Versions(h.key)
+	if !ok || h.version < min || h.version > max {
+		if h.key == kmsg.ApiVersions.Int16() {
+			// KIP-511: answer an ApiVersions of a version we do not know in v0 format, with
+			// UNSUPPORTED_VERSION and our ranges, so the client can retry with one we do.
+			return c.writeMsg(h, c.srv.handler.UnsupportedApiVersions(), 0, false)
+		}
+		c.log.Info("closing connection: unsupported api version", "api", kmsg.NameForKey(h.key), "version", h.version, "client_id", h.clientID)
+		return false
+	}
+	req.SetVersion(h.version)
+	if req.IsFlexible() {
+		if body, err = skipTags(body); err != nil {
+			c.log.Info("closing connection", "api", kmsg.NameForKey(h.key), "err", err)
+			return false
+		}
+	}
+	if err := req.ReadFrom(body); err != nil {
+		c.log.Info("closing connection: malformed request", "api", kmsg.NameForKey(h.key), "version", h.version, "err", err)
+		return false
+	}
+	c.info.ClientID = h.clientID
+	reply := c.srv.handler.Handle(ctx, &c.info, req)
+	switch {
+	case reply.None:
+		return true
+	case reply.Raw != nil:
+		return c.writeRaw(h, reply.Raw, req.IsFlexible())
+	default:
+		// ApiVersions responses always use header v0 (no tagged fields), whatever the version.
+		flexHeader := req.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
+		return c.writeMsg(h, reply.Msg, h.version, flexHeader)
+	}
+}
+
+// writeMsg encodes a kmsg response with its frame and header and writes it in one call.
+func (c *conn) writeMsg(h header, resp kmsg.Response, version int16, flexHeader bool) bool {
+	resp.SetVersion(version)
+	b := c.responseHeader(h, flexHeader)
+	b = resp.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	_, err := c.nc.Write(b)
+	c.recycle(b)
+	if err != nil {
+		c.log.Debug("write failed", "err", err)
+		return false
+	}
+	return true
+}
+
+func (c *conn) responseHeader(h header, flex bool) []byte {
+	b := append(c.out[:0], 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(h.correlationID))
+	if flex {
+		b = append(b, 0) // no tagged fields
+	}
+	return b
+}
+
+func (c *conn) recycle(b []byte) {
+	if cap(b) <= 1<<20 {
+		c.out = b[:0]
+	} else {
+		c.out = nil
+	}
+}
+
+// writeRaw sends a hand-encoded body: byte parts are gathered and written together, file parts
+// go by sendfile from an explicit offset (never the file's shared position).
+func (c *conn) writeRaw(h header, raw *api.Raw, flex bool) bool {
+	defer func() {
+		if raw.Done != nil {
+			raw.Done()
+		}
+	}()
+	b := c.responseHeader(h, flex)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4+raw.Size()))
+	pending := b
+	for i := range raw.Parts {
+		p := &raw.Parts[i]
+		if p.File == nil {
+			pending = append(pending, p.B...)
+			continue
+		}
+		if len(pending) > 0 {
+			if _, err := c.nc.Write(pending); err != nil {
+				return false
+			}
+			pending = pending[:0]
+		}
+		if err := sendFile(c.nc, p.File, p.Pos, p.N); err != nil {
+			c.log.Debug("sendfile failed", "err", err)
+			return false
+		}
+	}
+	if len(pending) > 0 {
+		if _, err := c.nc.Write(pending); err != nil {
+			return false
+		}
+	}
+	c.recycle(pending)
+	return true
+}
+
+// sendFile copies n bytes of f from pos to the socket with sendfile(2) at an explicit offset,
+// so concurrent fetches of one segment never race on the file position. Falls back to pread
+// + write for connections that are not TCP (tests over pipes).
+func sendFile(nc net.Conn, f *os.File, pos int64, n int) error {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, pos); err != nil {
+			return err
+		}
+		_, err := nc.Write(buf)
+		return err
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	src := int(f.Fd())
+	off := pos
+	remain := n
+	var serr error
+	for remain > 0 && serr == nil {
+		werr := rc.Write(func(fd uintptr) bool {
+			for remain > 0 {
+				w, err := unix.Sendfile(int(fd), src, &off, remain)
+				if w > 0 {
+					remain -= w
+				}
+				if err == unix.EAGAIN {
+					return false // wait until writable
+				}
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					serr = err
+					return true
+				}
+				if w == 0 {
+					serr = io.ErrUnexpectedEOF // file shorter than promised
+					return true
+				}
+			}
+			return true
+		})
+		if werr != nil {
+			return werr
+		}
+	}
+	return serr
+}

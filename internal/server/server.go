@@ -1,0 +1,127 @@
+// Package server owns the listeners and connection loops: it frames requests, decodes them
+// with kmsg after checking the API key and version, hands them to the api handler and writes
+// the replies back in order.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/api"
+)
+
+// Handler is what the connection loop dispatches to (api.Handler).
+type Handler interface {
+	// Versions is the [min, max] version range served for an API key; ok false if unserved.
+	Versions(key int16) (min, max int16, ok bool)
+	// Handle answers one decoded request.
+	Handle(ctx context.Context, c *api.Conn, req kmsg.Request) api.Reply
+	// UnsupportedApiVersions is the KIP-511 answer to an ApiVersions of unknown version.
+	UnsupportedApiVersions() kmsg.Response
+	// MaxRequestBytes is socket.request.max.bytes.
+	MaxRequestBytes() int32
+}
+
+// Server accepts connections on one listener.
+type Server struct {
+	handler Handler
+	log     *slog.Logger
+	name    string
+
+	mu struct {
+		sync.Mutex
+		ln    net.Listener
+		conns map[net.Conn]struct{}
+	}
+	wg sync.WaitGroup
+}
+
+// New creates a server for the named listener (e.g. PLAINTEXT).
+func New(name string, h Handler, log *slog.Logger) *Server {
+	s := &Server{handler: h, log: log, name: name}
+	s.mu.conns = make(map[net.Conn]struct{})
+	return s
+}
+
+func (s *Server) maxRequest() int32 { return s.handler.MaxRequestBytes() }
+
+// Listen binds addr; Serve must be called next.
+func (s *Server) Listen(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.mu.ln = ln
+	s.mu.Unlock()
+	return ln.Addr(), nil
+}
+
+// Serve accepts connections until Close.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	ln := s.mu.ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			s.log.Warn("accept failed", "err", err)
+			continue
+		}
+		s.mu.Lock()
+		s.mu.conns[nc] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c := &conn{
+				srv:  s,
+				nc:   nc,
+				br:   bufio.NewReaderSize(nc, 4096),
+				info: api.Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name},
+				log:  s.log.With("remote", nc.RemoteAddr().String()),
+			}
+			c.serve(ctx)
+			s.mu.Lock()
+			delete(s.mu.conns, nc)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// StopAccepting closes the listener; connections stay open.
+func (s *Server) StopAccepting() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.ln != nil {
+		s.mu.ln.Close()
+	}
+}
+
+// Close stops accepting, closes every connection's read side so in-flight requests finish
+// and are answered, then waits for the connection goroutines.
+func (s *Server) Close() {
+	s.StopAccepting()
+	s.mu.Lock()
+	for nc := range s.mu.conns {
+		// Closing the read side ends the loop after the in-flight request is answered.
+		if tc, ok := nc.(*net.TCPConn); ok {
+			if err := tc.CloseRead(); err != nil {
+				nc.Close()
+			}
+		} else {
+			nc.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
