@@ -66,7 +66,7 @@ func (h *Handler) checkBrokerResource(name string) error {
 func describeEntry(e config.Entry, synonyms, docs bool) kmsg.DescribeConfigsResponseResourceConfig {
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name = e.Name
-	if !e.Sensitive {
+	if !e.Sensitive && !e.Null {
 		v := e.Value
 		c.Value = &v
 	}

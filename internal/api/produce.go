@@ -23,6 +23,7 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	now := h.nowMs()
 	acksAll := req.Acks == -1
+	failed := false
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -31,6 +32,7 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 			sp.Partition = rp.Partition
 			res, err := h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll)
 			if err != nil {
+				failed = true
 				sp.ErrorCode = code(err)
 				sp.ErrorMessage = errMsg(err)
 				sp.BaseOffset = -1
@@ -49,7 +51,8 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
-		return Reply{None: true}
+		// No response; a failure closes the connection so the producer notices (as Kafka).
+		return Reply{None: true, Close: failed}
 	}
 	return msg(resp)
 }

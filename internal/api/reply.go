@@ -9,11 +9,13 @@ import (
 // Reply is what a handler gives the connection loop to send back.
 //
 // Exactly one of Msg and Raw is set, unless None is true (acks=0 produce), in which case
-// nothing is written: Kafka sends no response to acks=0 produce requests.
+// nothing is written: Kafka sends no response to acks=0 produce requests. Close (with None)
+// closes the connection instead: how Kafka tells an acks=0 producer that a write failed.
 type Reply struct {
-	Msg  kmsg.Response // encoded by the server at the request's version
-	Raw  *Raw          // a hand-encoded body (Fetch), sent with writev + sendfile
-	None bool
+	Msg   kmsg.Response // encoded by the server at the request's version
+	Raw   *Raw          // a hand-encoded body (Fetch), sent with writev + sendfile
+	None  bool
+	Close bool
 }
 
 // Raw is a response body made of byte slices and file ranges, in order. The server sends the

@@ -84,7 +84,10 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 	reply := c.srv.handler.Handle(ctx, &c.info, req)
 	switch {
 	case reply.None:
-		return true
+		if reply.Close {
+			c.log.Info("closing connection: acks=0 produce failed", "client_id", h.clientID)
+		}
+		return !reply.Close
 	case reply.Raw != nil:
 		return c.writeRaw(h, reply.Raw, req.IsFlexible())
 	default:
