@@ -15,13 +15,29 @@
 //	 35   8 maxTimestamp
 //	 43   8 producerId
 //	 51   2 producerEpoch
-//	 55   4 baseSequence
-//	 59   4 recordCount
+//	 53   4 baseSequence
+//	 57   4 recordCount
 //	 61     records (compressed as a whole when the codec is not none)
 //
 // The CRC does not cover baseOffset, batchLength, partitionLeaderEpoch or magic, so the broker
 // patches offsets and leader epochs in place without touching it; LogAppendTime rewrites the
 // attributes and maxTimestamp and so recomputes it.
+//
+// Where things are:
+//
+//	header.go    ParseHeader, CheckCRC, field offsets
+//	validate.go  Validate, ValidateRecords: what a leader checks before appending
+//	split.go     Split, Magic: a produce request's records field into batches
+//	rewrite.go   SetBaseOffset, SetPartitionLeaderEpoch, SetLogAppendTime (in place)
+//	records.go   the v2 record layout, Record, Records
+//	build.go     Build: header fields + records -> batch
+//	compress.go  Compress, Decompress, Recompress, pooled codecs; snappy.go the xerial framing
+//	legacy.go    the magic 0/1 message format, UpConvert, DownConvert; lz4v0.go its LZ4 quirk
+//	varint.go    zig-zag varints
+//
+// Nothing here panics on malformed input or allocates in proportion to a declared count
+// rather than to the bytes actually present; decompression output is capped at
+// MaxDecompressedSize.
 package batch
 
 import "errors"
