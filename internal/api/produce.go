@@ -101,7 +101,8 @@ func prepareBatches(version int16, records []byte, s *replica.Settings, nowMs in
 		if len(b) > int(s.MaxMessageBytes) {
 			return nil, nil, fmt.Errorf("%w: %d bytes > %d", errMessageTooLarge, len(b), s.MaxMessageBytes)
 		}
-		hdr, err := batch.Validate(b)
+		// Compressed batches are opened and their records checked, as Kafka's leader does.
+		hdr, err := batch.ValidateRecords(b)
 		if err != nil {
 			return nil, nil, err
 		}
