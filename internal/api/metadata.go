@@ -94,8 +94,10 @@ func (h *Handler) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		p.Replicas = []int32{h.NodeID}
 		p.ISR = []int32{h.NodeID}
 		p.OfflineReplicas = []int32{}
-		if h.Replicas.Get(t.Name, int32(i)) == nil {
-			p.ErrorCode = kerr.KafkaStorageError.Code // the partition could not be opened
+		// A partition that could not be opened, or whose log went offline after an I/O
+		// error, has its only replica offline.
+		if part := h.Replicas.Get(t.Name, int32(i)); part == nil || part.Log().Offline() {
+			p.ErrorCode = kerr.KafkaStorageError.Code
 			p.OfflineReplicas = []int32{h.NodeID}
 		}
 	}

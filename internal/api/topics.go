@@ -8,6 +8,7 @@ import (
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // Topic operations shared by CreateTopics, Metadata (auto-creation), DeleteTopics,
@@ -185,12 +186,18 @@ func (h *Handler) deleteTopic(name string) error {
 	return nil
 }
 
-// partition returns an open partition of a known topic, or errUnknownPartition.
+// partition returns an open partition of a known topic, or errUnknownPartition; a partition
+// whose log went offline after an I/O error is refused with storage.ErrLogOffline
+// (KAFKA_STORAGE_ERROR), as Kafka refuses every request for a partition on a failed log dir.
 func (h *Handler) partition(topic string, part int32) (*replica.Partition, error) {
-	if p := h.Replicas.Get(topic, part); p != nil {
-		return p, nil
+	p := h.Replicas.Get(topic, part)
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s-%d", errUnknownPartition, topic, part)
 	}
-	return nil, fmt.Errorf("%w: %s-%d", errUnknownPartition, topic, part)
+	if p.Log().Offline() {
+		return nil, fmt.Errorf("%w: %s-%d", storage.ErrLogOffline, topic, part)
+	}
+	return p, nil
 }
 
 // withConfig returns a copy of overrides with k set to v.
