@@ -118,6 +118,12 @@ func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
 		}
 	}
 	m.logger.Info("opened log dir", "clean_shutdown", m.clean, "partitions", len(m.mu.onDisk))
+	switch {
+	case m.clean:
+		m.logger.Info("clean shutdown marker found: skipping log recovery")
+	case ok:
+		m.logger.Warn("no clean shutdown marker: recovering every log past its recovery point")
+	}
 	return m, nil
 }
 
