@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,6 +19,7 @@ import (
 func serverCommand() *cobra.Command {
 	var file string
 	var sets []string
+	var pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a broker (single node with no arguments: PLAINTEXT://127.0.0.1:9092, data in ./data)",
@@ -25,6 +30,13 @@ func serverCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			if pprofAddr != "" {
+				addr, err := servePprof(pprofAddr, log)
+				if err != nil {
+					return err
+				}
+				log.Info("pprof serving", "addr", addr)
+			}
 			b, err := broker.Start(cfg, broker.Options{Logger: log})
 			if err != nil {
 				return err
@@ -39,5 +51,27 @@ func serverCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "config", "", "server.properties file with Kafka's config names")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override one config: key=value (repeatable)")
+	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address, e.g. 127.0.0.1:6060 (off when empty)")
 	return cmd
+}
+
+// servePprof serves /debug/pprof/ on addr for profiling a running broker. It is opt-in: the
+// profiles expose internals, so bind it to loopback.
+func servePprof(addr string, log *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil && !errors.Is(err, net.ErrClosed) {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
 }
