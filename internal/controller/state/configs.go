@@ -1,0 +1,162 @@
+package state
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ConfigOp is an IncrementalAlterConfigs operation, numbered as Kafka numbers them.
+type ConfigOp int8
+
+const (
+	OpSet      ConfigOp = 0
+	OpDelete   ConfigOp = 1
+	OpAppend   ConfigOp = 2 // add list items not yet present
+	OpSubtract ConfigOp = 3 // remove list items
+)
+
+// ConfigChange is one operation on one key.
+type ConfigChange struct {
+	Key   string
+	Op    ConfigOp
+	Value string
+}
+
+// AlterConfigsResource is the changes to one resource (ResourceTopic, or ResourceBroker
+// with name "" for the cluster-wide default or a broker id).
+type AlterConfigsResource struct {
+	Type    int8
+	Name    string
+	Changes []ConfigChange
+}
+
+// AlterConfigsRequest is IncrementalAlterConfigs, or with Incremental false the legacy
+// AlterConfigs (every change is a set, and keys not mentioned lose their override).
+type AlterConfigsRequest struct {
+	Resources    []AlterConfigsResource
+	Incremental  bool
+	ValidateOnly bool
+}
+
+// AlterConfigsResult is the outcome for one resource.
+type AlterConfigsResult struct {
+	Type int8
+	Name string
+	Err  error
+}
+
+// AlterConfigs validates and records config changes; each resource succeeds or fails alone.
+func (c *Controller) AlterConfigs(req AlterConfigsRequest) ([]Record, []AlterConfigsResult) {
+	var recs []Record
+	results := make([]AlterConfigsResult, len(req.Resources))
+	seen := map[ConfigResource]int{}
+	for _, r := range req.Resources {
+		seen[ConfigResource{r.Type, r.Name}]++
+	}
+	for i, r := range req.Resources {
+		results[i] = AlterConfigsResult{Type: r.Type, Name: r.Name}
+		if seen[ConfigResource{r.Type, r.Name}] > 1 {
+			results[i].Err = errf(kerr.InvalidRequest, "resource %d/%q appears more than once", r.Type, r.Name)
+			continue
+		}
+		rrecs, err := c.alterResource(r, req.Incremental)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		if !req.ValidateOnly {
+			recs = append(recs, rrecs...)
+		}
+	}
+	return recs, results
+}
+
+func (c *Controller) alterResource(r AlterConfigsResource, incremental bool) ([]Record, error) {
+	var validate func(k, v string) error
+	switch r.Type {
+	case ResourceTopic:
+		if c.im.topicsByName[r.Name] == nil {
+			return nil, errf(kerr.UnknownTopicOrPartition, "topic %q does not exist", r.Name)
+		}
+		validate = c.cfg.ValidateTopicConfig
+	case ResourceBroker:
+		if r.Name != "" {
+			if id, err := strconv.ParseInt(r.Name, 10, 32); err != nil || id < 0 {
+				return nil, errf(kerr.InvalidRequest, "broker resource name %q is not a broker id", r.Name)
+			}
+		}
+		validate = c.cfg.ValidateBrokerConfig
+	default:
+		return nil, errf(kerr.InvalidRequest, "config resource type %d is not supported", r.Type)
+	}
+	res := ConfigResource{r.Type, r.Name}
+	current := c.im.configs[res]
+	next := map[string]*string{} // key -> new value, nil = delete
+	for _, ch := range r.Changes {
+		if _, dup := next[ch.Key]; dup || ch.Key == "" {
+			return nil, errf(kerr.InvalidRequest, "config key %q is empty or given twice", ch.Key)
+		}
+		op := ch.Op
+		if !incremental {
+			op = OpSet
+		}
+		switch op {
+		case OpSet:
+			v := ch.Value
+			next[ch.Key] = &v
+		case OpDelete:
+			next[ch.Key] = nil
+		case OpAppend, OpSubtract:
+			items := splitList(current[ch.Key])
+			for _, it := range splitList(ch.Value) {
+				has := slices.Contains(items, it)
+				if op == OpAppend && !has {
+					items = append(items, it)
+				} else if op == OpSubtract && has {
+					items = slices.DeleteFunc(items, func(s string) bool { return s == it })
+				}
+			}
+			v := strings.Join(items, ",")
+			next[ch.Key] = &v
+		default:
+			return nil, errf(kerr.InvalidRequest, "config operation %d", ch.Op)
+		}
+		if v := next[ch.Key]; v != nil {
+			if err := validate(ch.Key, *v); err != nil {
+				return nil, errf(kerr.InvalidConfig, "%v", err)
+			}
+		}
+	}
+	if !incremental {
+		for k := range current {
+			if _, ok := next[k]; !ok {
+				next[k] = nil
+			}
+		}
+	}
+	var recs []Record
+	for _, k := range sortedKeys(next) {
+		v := next[k]
+		old, had := current[k]
+		switch {
+		case v == nil && had:
+			recs = append(recs, &ConfigRecord{ResourceType: r.Type, ResourceName: r.Name, Name: k, Delete: true})
+		case v != nil && (!had || old != *v):
+			recs = append(recs, &ConfigRecord{ResourceType: r.Type, ResourceName: r.Name, Name: k, Value: *v})
+		}
+	}
+	return recs, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
