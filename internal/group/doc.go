@@ -1,0 +1,44 @@
+// Package group is the group coordinator: consumer groups (Kafka's classic rebalance
+// protocol) and the offsets they commit, kept in the internal compacted topic
+// __consumer_offsets.
+//
+// # Shape
+//
+// The package has two halves, as etcd's raft does:
+//
+//   - Shard is a deterministic core, one per __consumer_offsets partition. It holds that
+//     partition's groups and committed offsets and runs Kafka's group state machine. It has no
+//     goroutines, no clock and no I/O: every input is a method call carrying `now` (Unix
+//     milliseconds), and every method returns a Ready: replies to deliver to waiting requests
+//     and records to append to the partition. A Write's outcome is fed back with Written,
+//     which may release more replies (an offset commit is acknowledged only after its record
+//     is appended). Deadlines (session timeouts, rebalance timeouts, the initial rebalance
+//     delay, offset expiry) are kept in a timer queue that Tick(now) fires and NextDeadline
+//     reports. Replaying the records (Replay, then LoadComplete) rebuilds the state.
+//
+//   - Coordinator is the edge: it owns a lock per shard, appends the shard's records to the
+//     __consumer_offsets partition, arms one timer per shard for NextDeadline, replays each
+//     partition on start-up (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile), and blocks
+//     JoinGroup and SyncGroup callers on a channel until the core replies.
+//
+// # Group protocols
+//
+// A Group carries the protocol that runs it (GroupProtocol). Only the classic protocol
+// (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) is implemented; KIP-848's consumer protocol
+// (ConsumerGroupHeartbeat) is to be added as a second protocol with its own member type and
+// record types (__consumer_offsets key versions 3 and up), next to the classic ones here.
+//
+// # Records
+//
+// Records use Kafka's own __consumer_offsets format (kmsg's OffsetCommitKey/Value and
+// GroupMetadataKey/Value), so Kafka's tools can read the topic:
+//
+//	key version 0, 1  OffsetCommitKey{group, topic, partition} -> OffsetCommitValue (v3, or v1
+//	                  when the commit carried an explicit retention), null value = deleted
+//	key version 2     GroupMetadataKey{group} -> GroupMetadataValue v3 (generation, protocol
+//	                  type and name, leader, members with subscription and assignment),
+//	                  null value = group deleted
+//
+// A group's coordinator is partition Utils.abs(groupId.hashCode()) % N of __consumer_offsets,
+// with Java's String.hashCode (PartitionFor).
+package group
