@@ -47,6 +47,7 @@ func randomRun(t *testing.T, seed uint64) {
 		clients = append(clients, c)
 	}
 	var outstanding []Waiter
+	committed := int64(-1)
 	collect := func(c *simClient) {
 		if c.join != nil {
 			if r, ok := h.reply(c.join).(*kmsg.JoinGroupResponse); ok {
@@ -79,7 +80,7 @@ func randomRun(t *testing.T, seed uint64) {
 	for step := 0; step < 300; step++ {
 		c := clients[rng.IntN(len(clients))]
 		collect(c)
-		switch op := rng.IntN(10); {
+		switch op := rng.IntN(11); {
 		case op < 3 && c.join == nil:
 			id := c.memberID
 			if rng.IntN(6) == 0 {
@@ -98,6 +99,16 @@ func randomRun(t *testing.T, seed uint64) {
 			h.heartbeat("g", c.memberID, c.gen, c.instance)
 		case op < 8 && c.memberID != "":
 			h.leave("g", 5, kmsg.LeaveGroupRequestMember{MemberID: c.memberID, InstanceID: c.instance})
+		case op < 9:
+			// A commit either succeeds and moves the offset, or is refused and changes
+			// nothing.
+			r := h.commit("g", []int64{int64(step)}, commitAs(c.memberID, c.gen), func(r *kmsg.OffsetCommitRequest) { r.InstanceID = c.instance })
+			if commitCodes(r)[0] == 0 {
+				committed = int64(step)
+			}
+			if got, _ := h.fetched("g", 1, false); got[0] != committed {
+				t.Fatalf("offset %d after commit answered %d, want %d", got[0], commitCodes(r)[0], committed)
+			}
 		default:
 			h.advance(int64(rng.IntN(6000)))
 		}

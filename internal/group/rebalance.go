@@ -1,6 +1,8 @@
 package group
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -92,7 +94,11 @@ func (s *Shard) completeJoin(g *Group) {
 	if g.state == Empty {
 		// Persist the empty generation. A failure only means an older generation is
 		// replayed after a restart, whose members then time out: nothing to answer.
-		s.storeGroup(g, nil, func(error) {})
+		s.storeGroup(g, nil, func(err error) {
+			if err != nil {
+				s.warn(fmt.Errorf("writing empty group %s: %w", g.ID, err))
+			}
+		})
 		return
 	}
 	for _, m := range g.order {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -58,9 +60,13 @@ type Write struct {
 
 // Ready is the output of one step: append each Write (reporting each with Written, whose
 // Ready is handled the same way), then deliver the Replies.
+//
+// Warnings are failures nobody waits for (a tombstone write that failed, say): the driver
+// logs them.
 type Ready struct {
-	Replies []Reply
-	Writes  []Write
+	Replies  []Reply
+	Writes   []Write
+	Warnings []error
 }
 
 // Client describes where a JoinGroup came from.
@@ -132,6 +138,18 @@ func (s *Shard) end() Ready {
 	return r
 }
 
+func (s *Shard) warn(err error) { s.out.Warnings = append(s.out.Warnings, err) }
+
+// sortedGroups returns the groups ordered by id, so outputs do not depend on map order.
+func (s *Shard) sortedGroups() []*Group {
+	gs := make([]*Group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	slices.SortFunc(gs, func(a, b *Group) int { return strings.Compare(a.ID, b.ID) })
+	return gs
+}
+
 func (s *Shard) reply(w Waiter, msg any) {
 	s.out.Replies = append(s.out.Replies, Reply{To: w, Msg: msg})
 }
@@ -198,7 +216,7 @@ func (s *Shard) fire(k timerKey) {
 // broker is shutting down, or the partition moved away).
 func (s *Shard) Unload(now int64) Ready {
 	s.begin(now)
-	for _, g := range s.groups {
+	for _, g := range s.sortedGroups() {
 		for _, m := range g.order {
 			s.answerParked(g, m, kerr.NotCoordinator)
 		}
