@@ -11,5 +11,7 @@ require (
 	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
+	go.etcd.io/raft/v3 v3.7.0
 	golang.org/x/sys v0.50.0 // indirect
+	google.golang.org/protobuf v1.36.11
 )
