@@ -54,20 +54,25 @@ type fetch struct {
 	slices   []storage.Slice
 }
 
-// resolve maps the requested topics (by name, or by id from v13) to partitions.
+// resolve maps the requested topics (by name, or by id from v13) to partitions. The answer
+// slices are sized up front: a consumer of a thousand partitions sends a thousand each time.
 func (f *fetch) resolve() {
 	im := f.h.Meta.Image()
-	for _, rt := range f.req.Topics {
+	f.topics = make([]fetchTopic, len(f.req.Topics))
+	f.parts = make([][]*replica.Partition, len(f.req.Topics))
+	for ti, rt := range f.req.Topics {
 		var t *metadata.Topic
 		if f.req.Version >= 13 {
 			t = im.TopicByID(rt.TopicID)
 		} else {
 			t = im.Topic(rt.Topic)
 		}
-		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
+		ft := &f.topics[ti]
+		*ft = fetchTopic{name: rt.Topic, id: rt.TopicID, parts: make([]fetchPartition, len(rt.Partitions))}
 		ps := make([]*replica.Partition, len(rt.Partitions))
 		for i, rp := range rt.Partitions {
-			fp := fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
+			fp := &ft.parts[i]
+			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
 			if t != nil {
 				ps[i] = f.h.Replicas.Get(t.Name, rp.Partition)
 			}
@@ -77,10 +82,8 @@ func (f *fetch) resolve() {
 			case ps[i] == nil:
 				fp.errCode = kerr.UnknownTopicOrPartition.Code
 			}
-			ft.parts = append(ft.parts, fp)
 		}
-		f.topics = append(f.topics, ft)
-		f.parts = append(f.parts, ps)
+		f.parts[ti] = ps
 	}
 }
 
@@ -178,10 +181,20 @@ func (f *fetch) wait(ctx context.Context, deadline time.Time) bool {
 		for _, p := range ps {
 			if p != nil {
 				p.Watch(ch)
-				defer p.Unwatch(ch)
 			}
 		}
 	}
+	// One deferred loop, not a defer per partition: deferring in a loop heap-allocates a
+	// record per call, a thousand per wait for a consumer of a thousand partitions.
+	defer func() {
+		for _, ps := range f.parts {
+			for _, p := range ps {
+				if p != nil {
+					p.Unwatch(ch)
+				}
+			}
+		}
+	}()
 	// Records may have arrived between the read and the Watch: check once more.
 	for ti, ps := range f.parts {
 		for pi, p := range ps {

@@ -57,7 +57,6 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 	}
 	p := &Partition{Topic: topic, Index: part, fs: m.fs, log: l}
 	p.settings.Store(&s)
-	p.mu.waiters = map[chan struct{}]struct{}{}
 	ps, from, err := loadSnapshot(m.fs, l.Dir(), l.LogEndOffset())
 	if err != nil {
 		return nil, err
@@ -88,9 +87,7 @@ func (m *Manager) Remove(topic string, part int32) error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	p.notifyLocked() // parked fetches re-check and find the partition gone
-	p.mu.Unlock()
+	p.notify() // parked fetches re-check and find the partition gone
 	return m.logs.Delete(topic, part)
 }
 

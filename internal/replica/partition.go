@@ -30,8 +30,10 @@ var ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
 // exactly the batches in the log.
 //
 // Lock rule: mu serialises appends (offset assignment and producer checks must be atomic
-// together) and guards the fields in it. Reads take no partition lock: the log is safe for
-// concurrent readers and hw is atomic.
+// together) and guards the fields in it. watch guards the parked fetches' channels on its
+// own, so parking and unparking never wait behind an append's write (lock order: mu, then
+// watch). Reads take no partition lock: the log is safe for concurrent readers and hw is
+// atomic.
 type Partition struct {
 	Topic string
 	Index int32
@@ -44,7 +46,14 @@ type Partition struct {
 	mu struct {
 		sync.Mutex
 		producers *ProducerState
-		waiters   map[chan struct{}]struct{}
+	}
+
+	// watch holds the channels of fetches parked on this partition (long poll). A slice, not
+	// a map: a partition has few parked fetches, and registering on each of a thousand
+	// partitions is on every waiting fetch's path.
+	watch struct {
+		sync.Mutex
+		chans []chan struct{}
 	}
 }
 
@@ -112,31 +121,43 @@ func (p *Partition) Append(raw []byte, hdrs []batch.Header, nowMs int64, leaderE
 	}
 	// The ISR is this broker alone: everything appended is committed.
 	p.hw.Store(p.log.LogEndOffset())
-	p.notifyLocked()
+	p.notify()
 	return AppendResult{BaseOffset: info.FirstOffset, LogAppendTime: info.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}, nil
 }
 
 // Watch registers ch to receive a (non-blocking) signal whenever records are appended.
 func (p *Partition) Watch(ch chan struct{}) {
-	p.mu.Lock()
-	p.mu.waiters[ch] = struct{}{}
-	p.mu.Unlock()
+	p.watch.Lock()
+	p.watch.chans = append(p.watch.chans, ch)
+	p.watch.Unlock()
 }
 
-// Unwatch removes ch.
+// Unwatch removes ch (one registration of it).
 func (p *Partition) Unwatch(ch chan struct{}) {
-	p.mu.Lock()
-	delete(p.mu.waiters, ch)
-	p.mu.Unlock()
+	p.watch.Lock()
+	defer p.watch.Unlock()
+	cs := p.watch.chans
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i] == ch {
+			last := len(cs) - 1
+			cs[i] = cs[last]
+			cs[last] = nil
+			p.watch.chans = cs[:last]
+			return
+		}
+	}
 }
 
-func (p *Partition) notifyLocked() {
-	for ch := range p.mu.waiters {
+// notify signals every parked fetch, without blocking.
+func (p *Partition) notify() {
+	p.watch.Lock()
+	for _, ch := range p.watch.chans {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+	p.watch.Unlock()
 }
 
 // SetLogStartOffset implements DeleteRecords: offset -1 means the high watermark.
