@@ -13,10 +13,20 @@ import (
 func handleCreatePartitions(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	// One record per new partition, bounded per request as in Kafka.
+	var records int64
+	for _, rt := range req.Topics {
+		if t := h.Meta.Image().Topic(rt.Topic); t != nil && rt.Count > t.Partitions {
+			records += int64(rt.Count - t.Partitions)
+		}
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		err := h.createPartitions(rt, req.ValidateOnly)
+		err := errExcessiveBatch
+		if records <= maxRecordsPerUserOp {
+			err = h.createPartitions(rt, req.ValidateOnly)
+		}
 		st.ErrorCode = code(err)
 		st.ErrorMessage = errMsg(err)
 		resp.Topics = append(resp.Topics, st)

@@ -17,6 +17,7 @@ func handleCreateTopics(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) 
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	tooLarge := h.createTopicsRecords(req) > maxRecordsPerUserOp
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -25,6 +26,9 @@ func handleCreateTopics(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) 
 		var err error
 		if seen[rt.Topic] > 1 {
 			err = fmt.Errorf("%w: topic %q appears more than once", errInvalidRequest, rt.Topic)
+		}
+		if tooLarge {
+			err = errExcessiveBatch
 		}
 		if len(rt.Configs) > 0 {
 			spec.configs = map[string]string{}
@@ -64,4 +68,24 @@ func handleCreateTopics(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) 
 		resp.Topics = append(resp.Topics, st)
 	}
 	return msg(resp)
+}
+
+// createTopicsRecords counts the metadata records the request would create if every topic in
+// it were valid: for each topic, one for the topic, one per partition (num.partitions when
+// unset) and one per config.
+func (h *Handler) createTopicsRecords(req *kmsg.CreateTopicsRequest) int64 {
+	var n int64
+	for _, rt := range req.Topics {
+		parts := int64(rt.NumPartitions)
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			parts = int64(len(rt.ReplicaAssignment))
+		case parts == -1:
+			parts = int64(h.Cfg.Current().NumPartitions)
+		case parts < 0:
+			parts = 0
+		}
+		n += 1 + parts + int64(len(rt.Configs))
+	}
+	return n
 }

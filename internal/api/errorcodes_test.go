@@ -3,6 +3,8 @@ package api_test
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -93,6 +95,27 @@ func TestErrorCodes(t *testing.T) {
 			createTopic(t, b.Addr(), "under_score", 1, nil)
 			return createTopicRaw(t, cl, "under.score")
 		}},
+		// Kafka bounds the metadata records of one admin request (MAX_RECORDS_PER_USER_OP,
+		// 10,000): more partitions than that in one request is POLICY_VIOLATION, found by
+		// FuzzConn when a 65,538-partition CreateTopics ran the broker out of descriptors.
+		{"CreateTopics of more than 10,000 partitions", kerr.PolicyViolation, func(t *testing.T) int16 {
+			return createTopicsRaw(t, cl, map[string]int32{"huge": 10001})[0]
+		}},
+		{"CreateTopics of more than 10,000 partitions over two topics", kerr.PolicyViolation, func(t *testing.T) int16 {
+			codes := createTopicsRaw(t, cl, map[string]int32{"half1": 6000, "half2": 6000})
+			if codes[0] != codes[1] {
+				t.Fatalf("the two topics got %v and %v", kerr.ErrorForCode(codes[0]), kerr.ErrorForCode(codes[1]))
+			}
+			return codes[0]
+		}},
+		{"CreatePartitions to more than 10,000 new partitions", kerr.PolicyViolation, func(t *testing.T) int16 {
+			req := kmsg.NewPtrCreatePartitionsRequest()
+			rt := kmsg.NewCreatePartitionsRequestTopic()
+			rt.Topic, rt.Count = "known", 2+10001
+			req.Topics = append(req.Topics, rt)
+			req.TimeoutMillis = 5000
+			return request[*kmsg.CreatePartitionsResponse](t, cl, req).Topics[0].ErrorCode
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,4 +205,22 @@ func createTopicRaw(t *testing.T, cl *kgo.Client, topic string) int16 {
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 1
 	req.Topics = append(req.Topics, rt)
 	return request[*kmsg.CreateTopicsResponse](t, cl, req).Topics[0].ErrorCode
+}
+
+// createTopicsRaw creates several topics in one request and returns their error codes in
+// name order.
+func createTopicsRaw(t *testing.T, cl *kgo.Client, partitions map[string]int32) []int16 {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 5000
+	for _, name := range slices.Sorted(maps.Keys(partitions)) {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions[name], 1
+		req.Topics = append(req.Topics, rt)
+	}
+	var codes []int16
+	for _, rt := range request[*kmsg.CreateTopicsResponse](t, cl, req).Topics {
+		codes = append(codes, rt.ErrorCode)
+	}
+	return codes
 }

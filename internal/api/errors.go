@@ -63,6 +63,8 @@ func code(err error) int16 {
 		return kerr.TopicDeletionDisabled.Code
 	case errors.Is(err, errInvalidRequest):
 		return kerr.InvalidRequest.Code
+	case errors.Is(err, errExcessiveBatch):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, config.ErrUnknownConfig), errors.Is(err, config.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
 	case errors.Is(err, replica.ErrOutOfOrderSequence):

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -16,6 +17,16 @@ import (
 
 // maxTopicNameLen is Kafka's limit (249: room for a partition suffix in a 255-byte file name).
 const maxTopicNameLen = 249
+
+// maxRecordsPerUserOp bounds the metadata records one admin request may create (Kafka's
+// QuorumController.MAX_RECORDS_PER_USER_OP): a topic record, one record per partition and one
+// per config. A CreateTopics or CreatePartitions request asking for more is refused whole
+// with POLICY_VIOLATION, so one request cannot make the broker open millions of partitions.
+const maxRecordsPerUserOp = 10000
+
+// errExcessiveBatch is Kafka's error (POLICY_VIOLATION, with this message) for a request over
+// maxRecordsPerUserOp.
+var errExcessiveBatch = errors.New("Unable to perform excessively large batch operation.") //nolint:staticcheck // Kafka's message, verbatim
 
 // validTopicName applies Kafka's rules: 1-249 of [a-zA-Z0-9._-], not "." or "..".
 func validTopicName(name string) error {
