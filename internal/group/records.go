@@ -1,6 +1,11 @@
 package group
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -74,4 +79,117 @@ func groupValue(g *Group, assignment map[string][]byte) []byte {
 // append's outcome.
 func (s *Shard) storeGroup(g *Group, assignment map[string][]byte, done func(error)) {
 	s.write([]Record{{Key: groupKey(g.ID), Value: groupValue(g, assignment)}}, done)
+}
+
+// Replay applies one record read back from __consumer_offsets while loading (before
+// LoadComplete). Later records override earlier ones; a nil value deletes. Record types of
+// other group protocols are refused with ErrUnknownRecord; the loader skips them.
+func (s *Shard) Replay(key, value []byte) error {
+	if len(key) < 2 {
+		return fmt.Errorf("%w: %d-byte key", ErrCorruptRecord, len(key))
+	}
+	switch v := int16(binary.BigEndian.Uint16(key)); v {
+	case 0, 1:
+		return s.replayOffset(key, value)
+	case 2:
+		return s.replayGroup(key, value)
+	default:
+		return fmt.Errorf("%w: key version %d", ErrUnknownRecord, v)
+	}
+}
+
+// ErrCorruptRecord: a __consumer_offsets record that does not decode.
+var ErrCorruptRecord = errors.New("group: corrupt __consumer_offsets record")
+
+func (s *Shard) replayOffset(key, value []byte) error {
+	var k kmsg.OffsetCommitKey
+	if err := k.ReadFrom(key); err != nil {
+		return fmt.Errorf("%w: offset key: %v", ErrCorruptRecord, err)
+	}
+	tp := TopicPartition{k.Topic, k.Partition}
+	g := s.groups[k.Group]
+	if value == nil {
+		if g != nil {
+			delete(g.offsets, tp)
+		}
+		return nil
+	}
+	var v kmsg.OffsetCommitValue
+	if err := v.ReadFrom(value); err != nil {
+		return fmt.Errorf("%w: offset value of %s %s-%d: %v", ErrCorruptRecord, k.Group, k.Topic, k.Partition, err)
+	}
+	if g == nil {
+		// Offsets without group metadata: a simple group (or one whose metadata comes later).
+		g = newGroup(k.Group, -1)
+		s.groups[g.ID] = g
+	}
+	o := &Offset{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTimestamp: v.CommitTimestamp, ExpireTimestamp: -1}
+	if v.Version >= 3 {
+		o.LeaderEpoch = v.LeaderEpoch
+	}
+	if v.Version == 1 {
+		o.ExpireTimestamp = v.ExpireTimestamp
+	}
+	g.offsets[tp] = o
+	return nil
+}
+
+func (s *Shard) replayGroup(key, value []byte) error {
+	var k kmsg.GroupMetadataKey
+	if err := k.ReadFrom(key); err != nil {
+		return fmt.Errorf("%w: group key: %v", ErrCorruptRecord, err)
+	}
+	old := s.groups[k.Group]
+	if value == nil {
+		// The group was deleted; offsets written after the tombstone (simple commits) stay.
+		if old != nil && len(old.offsets) > 0 {
+			g := newGroup(k.Group, -1)
+			g.offsets = old.offsets
+			s.groups[g.ID] = g
+		} else {
+			delete(s.groups, k.Group)
+		}
+		return nil
+	}
+	var v kmsg.GroupMetadataValue
+	if err := v.ReadFrom(value); err != nil {
+		return fmt.Errorf("%w: group value of %s: %v", ErrCorruptRecord, k.Group, err)
+	}
+	g := newGroup(k.Group, -1)
+	if old != nil {
+		g.offsets = old.offsets
+	}
+	g.protocolType = v.ProtocolType
+	g.generation = v.Generation
+	if v.Protocol != nil {
+		g.protocolName = *v.Protocol
+	}
+	if v.Version >= 2 {
+		g.stateTime = v.CurrentStateTimestamp
+	}
+	for _, vm := range v.Members {
+		m := &Member{
+			ID: vm.MemberID, InstanceID: vm.InstanceID, ClientID: vm.ClientID, ClientHost: vm.ClientHost,
+			RebalanceTimeoutMs: vm.RebalanceTimeoutMillis, SessionTimeoutMs: vm.SessionTimeoutMillis,
+			ProtocolType: g.protocolType,
+			Protocols:    []MemberProtocol{{Name: g.protocolName, Metadata: bytes.Clone(vm.Subscription)}},
+			Assignment:   bytes.Clone(vm.Assignment),
+		}
+		if v.Version == 0 || m.RebalanceTimeoutMs < 0 {
+			m.RebalanceTimeoutMs = m.SessionTimeoutMs
+		}
+		if g.members[m.ID] != nil {
+			return fmt.Errorf("%w: group %s lists member %s twice", ErrCorruptRecord, g.ID, m.ID)
+		}
+		g.add(m)
+	}
+	if len(g.members) > 0 {
+		if v.Leader == nil || g.members[*v.Leader] == nil {
+			return fmt.Errorf("%w: group %s has members but leader %v is not one", ErrCorruptRecord, g.ID, v.Leader)
+		}
+		g.leader = *v.Leader
+		g.state = Stable
+	}
+	s.groups[g.ID] = g
+	return nil
 }
