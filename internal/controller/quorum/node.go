@@ -58,6 +58,10 @@ var (
 	ErrCompacted = errors.New("quorum: entries compacted into a snapshot")
 )
 
+// snapshotWALBytes also triggers a snapshot (and so a WAL rewrite): a few huge entries must
+// not grow the WAL without bound before SnapshotEntries is reached.
+const snapshotWALBytes = 64 << 20
+
 // Config configures one controller of the quorum.
 type Config struct {
 	NodeID    int32          // node.id
@@ -67,9 +71,11 @@ type Config struct {
 	FS        storage.FS     // default storage.OS
 	// Listener is the bound CONTROLLER listener. Nil: listen on this node's voter address.
 	Listener net.Listener
-	// TickInterval is raft's tick (default 100 ms). A follower campaigns after
-	// ElectionTicks..2*ElectionTicks ticks without hearing from a leader (default 10, so
-	// 1-2 s); the leader heartbeats every HeartbeatTicks (default 1).
+	// TickInterval is raft's tick (default 50 ms). A follower campaigns after
+	// ElectionTicks..2*ElectionTicks ticks without hearing from a leader (default 10, so a
+	// dead leader is replaced in 0.5-1 s); the leader heartbeats every HeartbeatTicks
+	// (default 2: every 100 ms) and, with CheckQuorum, steps down after an election timeout
+	// without hearing from a majority.
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
@@ -167,13 +173,13 @@ func (cfg *Config) setDefaults() {
 		cfg.FS = storage.OS
 	}
 	if cfg.TickInterval <= 0 {
-		cfg.TickInterval = 100 * time.Millisecond
+		cfg.TickInterval = 50 * time.Millisecond
 	}
 	if cfg.ElectionTicks <= 0 {
 		cfg.ElectionTicks = 10
 	}
 	if cfg.HeartbeatTicks <= 0 {
-		cfg.HeartbeatTicks = 1
+		cfg.HeartbeatTicks = 2
 	}
 	if cfg.SnapshotEntries == 0 {
 		cfg.SnapshotEntries = 10_000
@@ -506,7 +512,7 @@ func (n *Node) handleReady() error {
 		n.apply(e)
 	}
 	n.rn.Advance(rd)
-	if n.applied-n.snapIndex >= n.cfg.SnapshotEntries {
+	if n.applied > n.snapIndex && (n.applied-n.snapIndex >= n.cfg.SnapshotEntries || n.st.wal.size >= snapshotWALBytes) {
 		if err := n.st.snapshot(n.applied, n.ctrl.Snapshot(), n.cfg.CatchUpEntries); err != nil {
 			return fmt.Errorf("snapshot at %d: %w", n.applied, err)
 		}

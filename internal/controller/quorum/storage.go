@@ -145,6 +145,13 @@ func (s *diskStorage) replayWAL(names []string) error {
 		s.wal = w
 		return s.fs.SyncDir(s.dir)
 	}
+	// A crash between a rewrite's rename and the removal of the old file leaves two WALs:
+	// the newest is complete (it was fsynced before the rename); the others are stale.
+	for _, old := range wals[:len(wals)-1] {
+		if err := s.fs.Remove(filepath.Join(s.dir, old)); err != nil {
+			return err
+		}
+	}
 	name := wals[len(wals)-1]
 	if _, err := fmt.Sscanf(name, walPrefix+nameDigits+walSuffix, &s.walSeq); err != nil {
 		return fmt.Errorf("quorum: WAL file name %q: %w", name, err)

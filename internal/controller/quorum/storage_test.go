@@ -280,3 +280,45 @@ func TestNodeRecoversTornTail(t *testing.T) {
 		t.Fatalf("topics %v", im.TopicNames())
 	}
 }
+
+// TestStorageStaleWAL: a crash after a rewrite's rename but before the old WAL's removal
+// leaves two WALs; the newest wins and the stale one is removed.
+func TestStorageStaleWAL(t *testing.T) {
+	dir := t.TempDir()
+	s, err := openStorage(storage.OS, dir, testCS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.save(hardState(1, 1, 2), []*pb.Entry{ent(1, 1, "a"), ent(1, 2, "b")}, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := os.ReadFile(s.wal.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.snapshot(2, []byte("img"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.save(nil, []*pb.Entry{ent(1, 3, "c")}, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	s.close()
+	if err := os.WriteFile(filepath.Join(dir, "wal-00000000000000000001.log"), stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "wal-00000000000000000003.log.tmp"), []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openStorage(storage.OS, dir, testCS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if got := entries(t, s); !slices.Equal(got, []string{"1/3:c"}) {
+		t.Fatalf("entries %v", got)
+	}
+	names, _ := s.list()
+	if !slices.Equal(names, []string{"snap-00000000000000000002.snap", "wal-00000000000000000002.log"}) {
+		t.Fatalf("files %v", names)
+	}
+}
