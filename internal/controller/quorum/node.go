@@ -383,8 +383,7 @@ func (n *Node) Read(ctx context.Context, fn func(c *state.Controller)) error {
 // before the oldest retained entry: read LatestSnapshot and continue after its offset.
 func (n *Node) ReadCommitted(from int64, max int) ([]Committed, error) {
 	applied := uint64(n.Status().Applied)
-	first, _ := n.st.FirstIndex()
-	if from < 1 || uint64(from) < first {
+	if from < 1 || uint64(from) < n.st.firstIndex() {
 		return nil, ErrCompacted
 	}
 	if uint64(from) > applied || max <= 0 {
@@ -437,7 +436,10 @@ func (n *Node) run() {
 			n.rn.Tick()
 			n.expireDue = n.active
 		case m := <-n.recvc:
-			_ = n.rn.Step(m) // errors: a message from a removed or unknown peer; raft ignores it
+			if err := n.rn.Step(m); err != nil {
+				// A message from a peer raft does not know, or a proposal it dropped.
+				n.log.Debug("raft refused a message", "from", int64(m.GetFrom())-1, "type", m.GetType().String(), "err", err)
+			}
 		case ev := <-n.eventc:
 			if ev.unreachable {
 				n.rn.ReportUnreachable(ev.to)

@@ -85,6 +85,24 @@ func openStorage(fsys storage.FS, dir string, cs *pb.ConfState) (*diskStorage, e
 	return s, nil
 }
 
+// firstIndex and lastIndex read raft.MemoryStorage's bounds; its FirstIndex and LastIndex
+// return a nil error unconditionally.
+func (s *diskStorage) firstIndex() uint64 {
+	i, err := s.FirstIndex()
+	if err != nil {
+		panic(err) // unreachable for MemoryStorage
+	}
+	return i
+}
+
+func (s *diskStorage) lastIndex() uint64 {
+	i, err := s.LastIndex()
+	if err != nil {
+		panic(err) // unreachable for MemoryStorage
+	}
+	return i
+}
+
 func (s *diskStorage) list() ([]string, error) {
 	ents, err := s.fs.ReadDir(s.dir)
 	if err != nil {
@@ -177,7 +195,7 @@ func (s *diskStorage) replayWAL(names []string) error {
 			}
 			s.MemoryStorage = fresh
 		case frameEntry:
-			last, _ := s.LastIndex()
+			last := s.lastIndex()
 			idx := r.entry.GetIndex()
 			if idx > last+1 {
 				return fmt.Errorf("%w: WAL entry %d follows %d", ErrCorruptLog, idx, last)
@@ -191,7 +209,7 @@ func (s *diskStorage) replayWAL(names []string) error {
 	if s.hs != nil {
 		// The commit index may run ahead of what survived (a hard state written without
 		// fsync); raft refuses a commit index beyond the last entry.
-		last, _ := s.LastIndex()
+		last := s.lastIndex()
 		if s.hs.GetCommit() > last {
 			s.hs = proto.Clone(s.hs).(*pb.HardState)
 			s.hs.Commit = new(last)
@@ -293,10 +311,8 @@ func (s *diskStorage) rewriteWAL() error {
 	}
 	// Entries up to the snapshot are covered by it: the new WAL starts after it.
 	first := s.snap.GetMetadata().GetIndex() + 1
-	if fi, _ := s.FirstIndex(); fi > first {
-		first = fi
-	}
-	last, _ := s.LastIndex()
+	first = max(first, s.firstIndex())
+	last := s.lastIndex()
 	if last >= first {
 		ents, err := s.Entries(first, last+1, ^uint64(0))
 		if err != nil {
