@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
@@ -24,6 +25,7 @@ type Handler struct {
 	Logs     *storage.Manager
 	Log      *slog.Logger
 	Now      func() time.Time
+	Groups   *group.Coordinator
 
 	NodeID    int32
 	ClusterID string
@@ -59,6 +61,17 @@ func init() {
 		kmsg.DescribeCluster.Int16():         {0, 1, handleDescribeCluster},
 		kmsg.DescribeLogDirs.Int16():         {0, 4, handleDescribeLogDirs},
 		kmsg.InitProducerID.Int16():          {0, 5, handleInitProducerID},
+		kmsg.FindCoordinator.Int16():         {0, 6, handleFindCoordinator},
+		kmsg.JoinGroup.Int16():               {0, 9, handleJoinGroup},
+		kmsg.SyncGroup.Int16():               {0, 5, handleSyncGroup},
+		kmsg.Heartbeat.Int16():               {0, 4, handleHeartbeat},
+		kmsg.LeaveGroup.Int16():              {0, 5, handleLeaveGroup},
+		kmsg.OffsetCommit.Int16():            {0, 9, handleOffsetCommit},
+		kmsg.OffsetFetch.Int16():             {0, 9, handleOffsetFetch},
+		kmsg.OffsetDelete.Int16():            {0, 0, handleOffsetDelete},
+		kmsg.DescribeGroups.Int16():          {0, 5, handleDescribeGroups},
+		kmsg.ListGroups.Int16():              {0, 5, handleListGroups},
+		kmsg.DeleteGroups.Int16():            {0, 2, handleDeleteGroups},
 	}
 }
 

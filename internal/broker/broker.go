@@ -18,6 +18,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/server"
@@ -90,6 +91,11 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		NodeID: cfg.NodeID, ClusterID: logs.ClusterID(), Rack: cfg.BrokerRack,
 	}
 	if err := b.openPartitions(); err != nil {
+		b.replicas.Close()
+		return nil, err
+	}
+	b.handler.Groups = group.NewCoordinator(group.Options{Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, EnsureTopic: b.handler.EnsureOffsetsTopic})
+	if err := b.handler.Groups.Start(); err != nil {
 		b.replicas.Close()
 		return nil, err
 	}
@@ -189,6 +195,9 @@ func (b *Broker) Handler() *api.Handler { return b.handler }
 // snapshot producer state, flush and checkpoint every log and write the clean-shutdown marker.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		if b.handler.Groups != nil {
+			b.handler.Groups.Close() // answers parked JoinGroup/SyncGroup, which the listeners wait for
+		}
 		// Cancelling first answers parked fetches at once instead of after their max wait.
 		if b.cancel != nil {
 			b.cancel()
