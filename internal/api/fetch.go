@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,25 +27,30 @@ import (
 func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.FetchRequest)
 	if req.Version >= 7 && req.SessionID != 0 {
-		return Reply{Raw: &Raw{Parts: encodeFetch(req.Version, kerr.FetchSessionIDNotFound.Code, nil)}}
+		var e fetchEncoder
+		return Reply{Raw: &Raw{Parts: e.encode(req.Version, kerr.FetchSessionIDNotFound.Code, nil)}}
 	}
 	maxBytes := int32(math.MaxInt32)
 	if req.Version >= 3 && req.MaxBytes > 0 {
 		maxBytes = req.MaxBytes
 	}
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
-	f := &fetch{h: h, req: req, maxBytes: maxBytes}
+	f := fetchPool.Get().(*fetch)
+	f.h, f.req, f.maxBytes = h, req, maxBytes
 	f.resolve()
 	for {
 		total, anyErr := f.read()
 		if total >= int(req.MinBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
-			return Reply{Raw: &Raw{Parts: encodeFetch(req.Version, 0, f.topics), Done: f.release}}
+			f.raw = Raw{Parts: f.enc.encode(req.Version, 0, f.topics), Done: f.done}
+			return Reply{Raw: &f.raw}
 		}
 		f.release()
 	}
 }
 
-// fetch is one Fetch request being answered.
+// fetch is one Fetch request being answered. Its slices, encoder buffer and wait channel are
+// reused from request to request (fetchPool): a consumer of a thousand partitions needs
+// ~150 KB of answer state per fetch, which would otherwise be garbage every few milliseconds.
 type fetch struct {
 	h        *Handler
 	req      *kmsg.FetchRequest
@@ -52,14 +58,61 @@ type fetch struct {
 	topics   []fetchTopic
 	parts    [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
 	slices   []storage.Slice
+	enc      fetchEncoder
+	raw      Raw
+	done     func()        // f.finish, bound once
+	ch       chan struct{} // wakes a parked fetch
+	timer    *time.Timer
 }
 
-// resolve maps the requested topics (by name, or by id from v13) to partitions. The answer
-// slices are sized up front: a consumer of a thousand partitions sends a thousand each time.
+// fetchPool holds answered fetches for reuse (its New is set in init: finish refers to it).
+var fetchPool sync.Pool
+
+func init() {
+	fetchPool.New = func() any {
+		f := &fetch{ch: make(chan struct{}, 1)}
+		f.done = f.finish
+		return f
+	}
+}
+
+// maxPooledFetch bounds the answer state kept in the pool: a fetch of more partitions, or
+// with a larger encoded body (down-converted records), is left to the garbage collector.
+const (
+	maxPooledFetchParts = 1 << 14
+	maxPooledFetchBytes = 1 << 20
+)
+
+// finish is Raw.Done: it drops the segment references once the answer is written and puts
+// the fetch back in the pool.
+func (f *fetch) finish() {
+	f.release()
+	n := 0
+	for i := range f.topics {
+		n += cap(f.topics[i].parts)
+		clear(f.topics[i].parts) // no stale records or files kept alive
+	}
+	for i := range f.parts {
+		clear(f.parts[i])
+	}
+	f.h, f.req, f.raw = nil, nil, Raw{}
+	if n > maxPooledFetchParts || cap(f.enc.b) > maxPooledFetchBytes {
+		return
+	}
+	f.enc.reset()
+	select {
+	case <-f.ch: // a signal that came after the answer was decided
+	default:
+	}
+	fetchPool.Put(f)
+}
+
+// resolve maps the requested topics (by name, or by id from v13) to partitions, reusing the
+// answer slices of a pooled fetch when they are large enough.
 func (f *fetch) resolve() {
 	im := f.h.Meta.Image()
-	f.topics = make([]fetchTopic, len(f.req.Topics))
-	f.parts = make([][]*replica.Partition, len(f.req.Topics))
+	f.topics = resize(f.topics, len(f.req.Topics))
+	f.parts = resize(f.parts, len(f.req.Topics))
 	for ti, rt := range f.req.Topics {
 		var t *metadata.Topic
 		if f.req.Version >= 13 {
@@ -68,11 +121,13 @@ func (f *fetch) resolve() {
 			t = im.Topic(rt.Topic)
 		}
 		ft := &f.topics[ti]
-		*ft = fetchTopic{name: rt.Topic, id: rt.TopicID, parts: make([]fetchPartition, len(rt.Partitions))}
-		ps := make([]*replica.Partition, len(rt.Partitions))
+		ft.name, ft.id = rt.Topic, rt.TopicID
+		ft.parts = resize(ft.parts, len(rt.Partitions))
+		ps := resize(f.parts[ti], len(rt.Partitions))
 		for i, rp := range rt.Partitions {
 			fp := &ft.parts[i]
 			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
+			ps[i] = nil
 			if t != nil {
 				ps[i] = f.h.Replicas.Get(t.Name, rp.Partition)
 			}
@@ -85,6 +140,15 @@ func (f *fetch) resolve() {
 		}
 		f.parts[ti] = ps
 	}
+}
+
+// resize returns s with length n, reusing its array when large enough. Elements are not
+// cleared: callers overwrite every one.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }
 
 // read fills every known partition's answer; it returns the record bytes gathered and
@@ -176,7 +240,11 @@ func (f *fetch) wait(ctx context.Context, deadline time.Time) bool {
 	if d <= 0 {
 		return false
 	}
-	ch := make(chan struct{}, 1)
+	ch := f.ch
+	select {
+	case <-ch: // a stale signal from an earlier wait of this request
+	default:
+	}
 	for _, ps := range f.parts {
 		for _, p := range ps {
 			if p != nil {
@@ -203,12 +271,16 @@ func (f *fetch) wait(ctx context.Context, deadline time.Time) bool {
 			}
 		}
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	if f.timer == nil {
+		f.timer = time.NewTimer(d)
+	} else {
+		f.timer.Reset(d) // since Go 1.23 Reset after Stop never sees a stale tick
+	}
+	defer f.timer.Stop()
 	select {
 	case <-ch:
 		return true
-	case <-t.C:
+	case <-f.timer.C:
 		return false
 	case <-ctx.Done():
 		return false

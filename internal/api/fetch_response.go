@@ -34,17 +34,50 @@ type fetchTopic struct {
 	parts []fetchPartition
 }
 
-// fetchEncoder builds the body as bytes with file ranges spliced in.
+// fetchEncoder builds the body as bytes with file ranges spliced in. Its buffers are reused
+// by the next fetch (reset), so encoding allocates nothing in the steady state.
 type fetchEncoder struct {
 	version int16
 	flex    bool
 	b       []byte
-	cuts    []cut // file parts inserted at byte positions of b
+	cuts    []cut  // file parts inserted at byte positions of b
+	parts   []Part // the answer: byte parts of b and file parts, in order
 }
 
 type cut struct {
 	at   int
 	file Part
+}
+
+// reset forgets the last answer, keeping the buffers.
+func (e *fetchEncoder) reset() {
+	e.b = e.b[:0]
+	clear(e.cuts)
+	e.cuts = e.cuts[:0]
+	clear(e.parts)
+	e.parts = e.parts[:0]
+}
+
+// Per-partition and per-topic bytes of the encoding outside records, at most (the largest
+// version's fields, non-flexible lengths): partition, error, hw, lso, log start, aborted
+// transactions, preferred replica, records length, tags.
+const (
+	fetchPartitionOverhead = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 5 + 1
+	fetchTopicOverhead     = 16 + 5 + 5 + 1 // id or name length, array length, tags
+	fetchResponseOverhead  = 4 + 2 + 4 + 5 + 1
+)
+
+// sizeHint bounds the encoded body's byte parts, so the buffer is allocated once.
+func sizeHint(topics []fetchTopic) int {
+	n := fetchResponseOverhead
+	for ti := range topics {
+		t := &topics[ti]
+		n += fetchTopicOverhead + len(t.name) + len(t.parts)*fetchPartitionOverhead
+		for pi := range t.parts {
+			n += len(t.parts[pi].records)
+		}
+	}
+	return n
 }
 
 func (e *fetchEncoder) i16(v int16) { e.b = binary.BigEndian.AppendUint16(e.b, uint16(v)) }
@@ -86,9 +119,13 @@ func (e *fetchEncoder) bytesLen(n int) {
 	}
 }
 
-// encodeFetch returns the body parts of a Fetch response.
-func encodeFetch(version int16, errCode int16, topics []fetchTopic) []Part {
-	e := &fetchEncoder{version: version, flex: version >= 12, b: make([]byte, 0, 256)}
+// encode returns the body parts of a Fetch response; they are valid until reset.
+func (e *fetchEncoder) encode(version int16, errCode int16, topics []fetchTopic) []Part {
+	e.version, e.flex = version, version >= 12
+	if hint := sizeHint(topics); cap(e.b) < hint {
+		e.b = make([]byte, 0, hint)
+	}
+	e.b = e.b[:0]
 	if version >= 1 {
 		e.i32(0) // throttle
 	}
@@ -140,7 +177,7 @@ func encodeFetch(version int16, errCode int16, topics []fetchTopic) []Part {
 	if e.flex {
 		e.tags()
 	}
-	parts := make([]Part, 0, 2*len(e.cuts)+1)
+	parts := e.parts[:0]
 	prev := 0
 	for _, c := range e.cuts {
 		if c.at > prev {
@@ -152,5 +189,6 @@ func encodeFetch(version int16, errCode int16, topics []fetchTopic) []Part {
 	if prev < len(e.b) {
 		parts = append(parts, Part{B: e.b[prev:]})
 	}
+	e.parts = parts
 	return parts
 }
