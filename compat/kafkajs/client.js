@@ -1,0 +1,242 @@
+// kafkajs driven by Gregor's compatibility suite.
+//
+// Usage: node kafkajs/client.js <op> < request.json > response.json
+// The request and response are described in compat/script_test.go; bytes are base64.
+// kafkajs reads only through consumer groups, so every read uses a group of its own.
+'use strict'
+
+const { Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, logLevel } = require('kafkajs')
+const SnappyCodec = require('kafkajs-snappy')
+const lz4 = require('lz4js')
+
+// kafkajs ships gzip only; snappy comes from kafkajs-snappy, and lz4 from the pure-JS lz4js
+// (LZ4 frames, as Kafka's v2 batches hold) through kafkajs's codec interface, as kafkajs-lz4
+// does with a native module.
+CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+CompressionCodecs[CompressionTypes.LZ4] = () => ({
+  compress: async (encoder) => Buffer.from(lz4.compress(encoder.buffer)),
+  decompress: async (buffer) => Buffer.from(lz4.decompress(buffer)),
+})
+
+const codecs = {
+  none: CompressionTypes.None,
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
+}
+
+// Logs go to stderr: stdout carries the response.
+const logCreator = () => ({ namespace, level, label, log }) => {
+  process.stderr.write(`[${label}] ${namespace}: ${log.message} ${JSON.stringify(log)}\n`)
+}
+
+function kafka (req, opts = {}) {
+  return new Kafka({ clientId: 'gregor-compat', brokers: [req.addr], logLevel: logLevel.WARN, logCreator, ...opts })
+}
+
+const unb64 = (s) => (s === null || s === undefined ? null : Buffer.from(s, 'base64'))
+const b64 = (b) => (b === null || b === undefined ? null : Buffer.from(b).toString('base64'))
+
+function recOut (partition, m) {
+  const headers = Object.entries(m.headers || {}).map(([key, value]) => ({ key, value: b64(value) }))
+  return {
+    partition,
+    offset: Number(m.offset),
+    key: b64(m.key),
+    value: b64(m.value),
+    headers: headers.length ? headers : null,
+    timestamp: Number(m.timestamp),
+  }
+}
+
+// until polls cond every 10 ms until it holds or the deadline passes.
+async function until (what, cond, seconds = 60) {
+  const end = Date.now() + seconds * 1000
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out: ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+const ops = {}
+
+ops.version = async () => ({ version: require('kafkajs/package.json').version })
+
+ops.admin = async (req) => {
+  const admin = kafka(req).admin()
+  await admin.connect()
+  try {
+    const topic = req.topic
+    const res = { Partitions: 0, Config: '', Listed: false, GoneAfterDelete: false }
+    await admin.createTopics({
+      topics: [{ topic, numPartitions: 3, replicationFactor: 1, configEntries: [{ name: 'retention.ms', value: req.config }] }],
+    })
+    const dc = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['retention.ms'] }],
+    })
+    for (const r of dc.resources) {
+      for (const e of r.configEntries) if (e.configName === 'retention.ms') res.Config = e.configValue
+    }
+    res.Listed = (await admin.listTopics()).includes(topic)
+    const md = await admin.fetchTopicMetadata({ topics: [topic] })
+    res.Partitions = md.topics[0].partitions.length
+    await admin.deleteTopics({ topics: [topic] })
+    const end = Date.now() + 30000
+    while (Date.now() < end) {
+      if (!(await admin.listTopics()).includes(topic)) {
+        res.GoneAfterDelete = true
+        break
+      }
+    }
+    return { admin: res }
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+async function produce (req, kafkaOpts = {}) {
+  const producer = kafka(req, kafkaOpts).producer()
+  await producer.connect()
+  try {
+    const messages = req.records.map((r) => {
+      const m = { key: unb64(r.key), value: unb64(r.value) }
+      if (r.partition >= 0) m.partition = r.partition
+      if (r.timestamp) m.timestamp = String(r.timestamp)
+      if (r.headers) m.headers = Object.fromEntries(r.headers.map((h) => [h.key, unb64(h.value)]))
+      return m
+    })
+    await producer.send({ topic: req.topic, compression: codecs[req.codec], messages })
+    return {}
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+ops.produce = (req) => produce(req)
+
+// kafkajs retries an unknown topic's metadata 5 times with backoff (about 10s) before it
+// gives up, as against Kafka; 2 retries keep the suite fast.
+ops['produce-unknown'] = (req) => produce(req, { retry: { retries: 2 } })
+
+let groupSeq = 0
+const groupId = () => `compat-kafkajs-${process.pid}-${Date.now()}-${groupSeq++}`
+
+// read runs a consumer of its own group on req.topic until n records of the partitions
+// wanted (all when null); position(consumer) runs once the consumer is running.
+async function read (req, { fromBeginning, partition = null, position = async () => {} }) {
+  const consumer = kafka(req).consumer({ groupId: groupId(), maxWaitTimeInMs: 100 })
+  await consumer.connect()
+  const out = []
+  try {
+    await consumer.subscribe({ topic: req.topic, fromBeginning })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition: p, message }) => {
+        if (partition === null || p === partition) out.push(recOut(p, message))
+      },
+    })
+    await position(consumer)
+    await until(`read ${req.n} records`, () => out.length >= req.n)
+    return { records: out }
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
+ops.consume = (req) => read(req, { fromBeginning: true })
+
+ops['seek-offset'] = (req) => read(req, {
+  fromBeginning: false,
+  partition: req.partition,
+  position: async (c) => c.seek({ topic: req.topic, partition: req.partition, offset: String(req.offset) }),
+})
+
+ops['seek-time'] = async (req) => {
+  const admin = kafka(req).admin()
+  await admin.connect()
+  let found
+  try {
+    found = await admin.fetchTopicOffsetsByTimestamp(req.topic, req.timestamp)
+  } finally {
+    await admin.disconnect()
+  }
+  const p = found.find((o) => o.partition === req.partition)
+  return read(req, {
+    fromBeginning: false,
+    partition: req.partition,
+    position: async (c) => c.seek({ topic: req.topic, partition: req.partition, offset: p.offset }),
+  })
+}
+
+// fromBeginning: an offset out of range resets to the log start.
+ops['out-of-range'] = (req) => read(req, {
+  fromBeginning: true,
+  partition: req.partition,
+  position: async (c) => c.seek({ topic: req.topic, partition: req.partition, offset: String(req.high) }),
+})
+
+ops.group = async (req) => {
+  const n = req.records.length
+  const members = [0, 1].map(() => ({ assigned: [], records: [], next: {} }))
+  const consumers = members.map(() => kafka(req).consumer({ groupId: req.group, maxWaitTimeInMs: 100 }))
+  try {
+    for (const [i, c] of consumers.entries()) {
+      c.on(c.events.GROUP_JOIN, (e) => {
+        members[i].assigned = (e.payload.memberAssignment[req.topic] || []).slice().sort()
+      })
+      await c.connect()
+      await c.subscribe({ topic: req.topic, fromBeginning: true })
+      await c.run({
+        autoCommit: false,
+        eachMessage: async ({ partition, message }) => {
+          members[i].records.push(recOut(partition, message))
+          members[i].next[partition] = String(Number(message.offset) + 1)
+        },
+      })
+    }
+    await until('partitions split between two members', () => {
+      const [a, b] = members.map((m) => m.assigned)
+      return a.length > 0 && b.length > 0 && a.length + b.length === 3
+    })
+    await produce({ ...req, codec: 'none' })
+    await until('group read every record', () => members[0].records.length + members[1].records.length >= n)
+    for (const [i, c] of consumers.entries()) {
+      const offsets = Object.entries(members[i].next).map(([partition, offset]) => ({ topic: req.topic, partition: Number(partition), offset }))
+      await c.commitOffsets(offsets)
+    }
+  } finally {
+    for (const c of consumers) await c.disconnect()
+  }
+  return { members: members.map(({ assigned, records }) => ({ assigned, records })) }
+}
+
+// classify gives the error's name, the Kafka error type it carries (possibly in a cause),
+// and its message.
+function classify (e) {
+  let code = ''
+  for (let x = e; x && !code; x = x.originalError || x.cause) code = x.type || ''
+  return { type: e.name || 'Error', code, message: String(e.message || e) }
+}
+
+async function main () {
+  const op = process.argv[2]
+  const fn = ops[op]
+  if (!fn) {
+    process.stderr.write(`unknown op ${op}\n`)
+    process.exit(2)
+  }
+  let input = ''
+  for await (const chunk of process.stdin) input += chunk
+  let resp
+  try {
+    resp = await fn(input ? JSON.parse(input) : {})
+  } catch (e) {
+    process.stderr.write(`${e.stack || e}\n`)
+    resp = { error: classify(e) }
+  }
+  process.stdout.write(JSON.stringify(resp), () => process.exit(0))
+}
+
+main()
