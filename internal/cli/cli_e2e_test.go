@@ -32,9 +32,10 @@ func runCLI(t *testing.T, stdin string, args ...string) (stdout string, err erro
 	root.SetErr(&errOut)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	start := time.Now()
 	err = root.ExecuteContext(ctx)
-	if errOut.Len() > 0 {
-		t.Logf("gregor %s: stderr:\n%s", strings.Join(args, " "), errOut.String())
+	if errOut.Len() > 0 || time.Since(start) > 2*time.Second {
+		t.Logf("gregor %s (%v): stderr:\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), errOut.String())
 	}
 	return out.String(), err
 }

@@ -27,12 +27,13 @@ import (
 // DefaultBootstrapServer is where the tools connect when -b is not given.
 const DefaultBootstrapServer = "127.0.0.1:9092"
 
-// AddCommands adds the client tools (topic, produce, consume, bench) to root.
+// AddCommands adds the client tools (topic, produce, consume, group, bench) to root.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
 		newTopicCommand(),
 		newProduceCommand(),
 		newConsumeCommand(),
+		newGroupCommand(),
 		newBenchCommand(),
 	)
 }

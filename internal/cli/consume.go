@@ -30,13 +30,14 @@ type consumeOptions struct {
 	maxMessages   int64
 	format        string
 	timeoutMs     int64
+	group         string
 }
 
 func newConsumeCommand() *cobra.Command {
 	var o consumeOptions
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
-		Short: "Print records of a topic (direct partition consumption, no group)",
+		Short: "Print records of a topic (directly, or as a member of a consumer group)",
 		Long: `Print records of a topic. Without --from-beginning or --offset, starts at
 the end and prints only new records. Stops after --max-messages records,
 after --timeout-ms without a new record, or on SIGINT.
@@ -58,7 +59,9 @@ A null key or value prints as "null". -o json prints one JSON object per record.
 	f.Int64Var(&o.maxMessages, "max-messages", 0, "exit after this many records (0: no limit)")
 	f.StringVar(&o.format, "format", DefaultConsumeFormat, "output format of each record (see above)")
 	f.Int64Var(&o.timeoutMs, "timeout-ms", 0, "exit after this long without a record (0: wait forever)")
+	f.StringVar(&o.group, "group", "", "consume as a member of this consumer group, committing what is printed")
 	cmd.MarkFlagsMutuallyExclusive("from-beginning", "offset")
+	cmd.MarkFlagsMutuallyExclusive("group", "partition")
 	return cmd
 }
 
@@ -104,6 +107,11 @@ func consumeSourceOpts(ctx context.Context, adm *kadm.Client, o *consumeOptions,
 	}
 	if d.Err != nil {
 		return nil, fmt.Errorf("topic %s: %s", topic, kafkaErrorText(d.Err, ""))
+	}
+	if o.group != "" {
+		// The group's committed offsets win; the start offset applies where none exists.
+		return []kgo.Opt{kgo.ConsumerGroup(o.group), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(start), kgo.AutoCommitMarks()}, nil
 	}
 	if o.partition >= 0 {
 		if _, ok := d.Partitions[o.partition]; !ok {
@@ -165,13 +173,23 @@ func runConsume(cmd *cobra.Command, o *consumeOptions, topic string) error {
 			}
 		}
 		_, werr := out.Write(buf)
+		if werr == nil && o.group != "" {
+			cl.MarkCommitRecords(r)
+		}
 		return werr
+	}
+	// With --group, what was printed is committed after each poll (and before exit).
+	flush := func() error {
+		if err := out.Flush(); err != nil || o.group == "" {
+			return err
+		}
+		return cl.CommitMarkedOffsets(context.WithoutCancel(ctx))
 	}
 	n, err := consumeLoop(ctx, cl, consumeLimits{
 		maxRecords: o.maxMessages,
 		idle:       time.Duration(o.timeoutMs) * time.Millisecond,
-	}, emit, out.Flush, cmd.ErrOrStderr())
-	if ferr := out.Flush(); err == nil {
+	}, emit, flush, cmd.ErrOrStderr())
+	if ferr := flush(); err == nil {
 		err = ferr
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "Processed a total of %d messages\n", n)
