@@ -15,7 +15,7 @@ import (
 // fsynced on every node, replicated, committed and applied.
 func BenchmarkQuorumCreateTopics10k(b *testing.B) {
 	c := newCluster(b, 3, nil)
-	n := c.nodes[c.waitActive(5*time.Second)]
+	n := c.nodes[c.waitActive(10*time.Second)]
 	for i := range 3 {
 		registerBroker(b, n, int32(i))
 	}

@@ -121,7 +121,7 @@ func killConfig(dir string, port int) Config {
 
 func waitActiveNode(t *testing.T, n *Node) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !n.Status().Active {
 		if time.Now().After(deadline) {
 			t.Fatal("single controller did not become active")

@@ -15,7 +15,7 @@ import (
 
 func TestElectReplicateApply(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	leader := c.waitActive(5 * time.Second)
+	leader := c.waitActive(10 * time.Second)
 	ln := c.nodes[leader]
 	for i := range 3 {
 		registerBroker(t, ln, int32(i))
@@ -46,7 +46,7 @@ func TestElectReplicateApply(t *testing.T) {
 	if ln.Status().Applied != off {
 		t.Fatal("a refused command wrote to the log")
 	}
-	c.waitApplied(off, 5*time.Second)
+	c.waitApplied(off, 10*time.Second)
 	img := c.sameImages()
 	im, err := state.Restore(img)
 	if err != nil {
@@ -76,12 +76,12 @@ func offsets(cms []Committed) []int64 {
 
 func TestLeaderFailover(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	old := c.waitActive(5 * time.Second)
+	old := c.waitActive(10 * time.Second)
 	registerBroker(t, c.nodes[old], 1)
 	if _, err := createTopic(ctx(t), c.nodes[old], "before", 2, 1); err != nil {
 		t.Fatal(err)
 	}
-	c.waitApplied(c.nodes[old].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[old].Status().Applied, 10*time.Second)
 
 	stopped := time.Now()
 	c.stop(old)
@@ -96,7 +96,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	// The old leader comes back as a follower and catches up.
 	c.start(old, nil)
-	c.waitApplied(c.nodes[leader].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[leader].Status().Applied, 10*time.Second)
 	img := c.sameImages()
 	im, _ := state.Restore(img)
 	if im.Topic("before") == nil || im.Topic("after") == nil {
@@ -107,7 +107,7 @@ func TestLeaderFailover(t *testing.T) {
 func TestRestartAllFromDisk(t *testing.T) {
 	// Small snapshot interval: restarts go through snapshots, compaction and WAL rewrites.
 	c := newCluster(t, 3, func(cfg *Config) { cfg.SnapshotEntries = 16; cfg.CatchUpEntries = 4 })
-	leader := c.waitActive(5 * time.Second)
+	leader := c.waitActive(10 * time.Second)
 	for i := range 3 {
 		registerBroker(t, c.nodes[leader], int32(i))
 	}
@@ -116,7 +116,7 @@ func TestRestartAllFromDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c.waitApplied(c.nodes[leader].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[leader].Status().Applied, 10*time.Second)
 	before := c.sameImages()
 	_, off := c.image(leader)
 
@@ -124,8 +124,8 @@ func TestRestartAllFromDisk(t *testing.T) {
 	for i := range 3 {
 		c.start(i, nil)
 	}
-	leader = c.waitActive(5 * time.Second)
-	c.waitApplied(off, 5*time.Second)
+	leader = c.waitActive(10 * time.Second)
+	c.waitApplied(off, 10*time.Second)
 	for i := range 3 {
 		b, _ := c.image(i)
 		imB, _ := state.Restore(b)
@@ -181,7 +181,7 @@ func sameContent(t testing.TB, a, b []byte) bool {
 
 func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.SnapshotEntries = 10; cfg.CatchUpEntries = 2 })
-	leader := c.waitActive(5 * time.Second)
+	leader := c.waitActive(10 * time.Second)
 	registerBroker(t, c.nodes[leader], 0)
 	lag := (leader + 1) % 3
 	c.stop(lag)
@@ -191,7 +191,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 		}
 	}
 	c.start(lag, nil)
-	c.waitApplied(c.nodes[leader].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[leader].Status().Applied, 10*time.Second)
 	c.sameImages()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -206,7 +206,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 
 func TestReadCommitted(t *testing.T) {
 	c := newCluster(t, 1, func(cfg *Config) { cfg.SnapshotEntries = 8; cfg.CatchUpEntries = 2 })
-	n := c.nodes[c.waitActive(5*time.Second)]
+	n := c.nodes[c.waitActive(10*time.Second)]
 	registerBroker(t, n, 0)
 	for i := range 20 {
 		if _, err := createTopic(ctx(t), n, fmt.Sprintf("t%02d", i), 1, 1); err != nil {
@@ -264,7 +264,7 @@ func TestSessionExpiryThroughQuorum(t *testing.T) {
 		cfg.Now = func() time.Time { return time.Unix(0, clock.ns.Load()) }
 		cfg.State.SessionTimeoutMs = 1000
 	})
-	leader := c.waitActive(5 * time.Second)
+	leader := c.waitActive(10 * time.Second)
 	n := c.nodes[leader]
 	registerBroker(t, n, 5)
 	registerBroker(t, n, 6)

@@ -241,14 +241,14 @@ func TestStorageFaultyWrite(t *testing.T) {
 // append would, restarts the whole quorum and checks the metadata is intact.
 func TestNodeRecoversTornTail(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	leader := c.waitActive(5 * time.Second)
+	leader := c.waitActive(10 * time.Second)
 	registerBroker(t, c.nodes[leader], 0)
 	for i := range 10 {
 		if _, err := createTopic(ctx(t), c.nodes[leader], fmt.Sprintf("t%d", i), 2, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.waitApplied(c.nodes[leader].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[leader].Status().Applied, 10*time.Second)
 	before := c.sameImages()
 	victim := (leader + 1) % 3
 	walPath := c.nodes[victim].st.wal.path
@@ -268,11 +268,11 @@ func TestNodeRecoversTornTail(t *testing.T) {
 	if torn := c.nodes[victim].st.recovered.TornBytes; torn != 12 {
 		t.Fatalf("dropped %d torn bytes, want 12", torn)
 	}
-	leader = c.waitActive(5 * time.Second)
+	leader = c.waitActive(10 * time.Second)
 	if _, err := createTopic(ctx(t), c.nodes[leader], "after", 1, 1); err != nil {
 		t.Fatal(err)
 	}
-	c.waitApplied(c.nodes[leader].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[leader].Status().Applied, 10*time.Second)
 	after := c.sameImages()
 	im, _ := state.Restore(after)
 	imB, _ := state.Restore(before)
