@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -34,17 +35,20 @@ type Server struct {
 	log     *slog.Logger
 	name    string
 
+	stopped chan struct{} // closed by StopAccepting
+
 	mu struct {
 		sync.Mutex
-		ln    net.Listener
-		conns map[net.Conn]struct{}
+		ln      net.Listener
+		conns   map[net.Conn]struct{}
+		stopped bool
 	}
 	wg sync.WaitGroup
 }
 
 // New creates a server for the named listener (e.g. PLAINTEXT).
 func New(name string, h Handler, log *slog.Logger) *Server {
-	s := &Server{handler: h, log: log, name: name}
+	s := &Server{handler: h, log: log, name: name, stopped: make(chan struct{})}
 	s.mu.conns = make(map[net.Conn]struct{})
 	return s
 }
@@ -68,15 +72,24 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	ln := s.mu.ln
 	s.mu.Unlock()
+	var backoff time.Duration // grows while Accept keeps failing (out of descriptors)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			s.log.Warn("accept failed", "err", err)
+			// Back off as net/http does (5 ms doubling to 1 s) instead of spinning on a
+			// listener that stays readable while, say, the process is out of descriptors.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.stopped:
+			}
 			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		s.mu.conns[nc] = struct{}{}
 		s.mu.Unlock()
@@ -104,6 +117,10 @@ func (s *Server) StopAccepting() {
 	defer s.mu.Unlock()
 	if s.mu.ln != nil {
 		s.mu.ln.Close()
+	}
+	if !s.mu.stopped {
+		s.mu.stopped = true
+		close(s.stopped)
 	}
 }
 
