@@ -30,6 +30,10 @@ func serverCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			// Catch SIGTERM before anything starts: one that arrives during start-up (or the
+			// moment "gregor started" is logged) must still shut down cleanly, not kill us.
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 			if pprofAddr != "" {
 				addr, err := servePprof(pprofAddr, log)
 				if err != nil {
@@ -42,8 +46,6 @@ func serverCommand() *cobra.Command {
 				return err
 			}
 			log.Info("gregor started", "addr", b.Addr().String(), "node_id", cfg.NodeID)
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 			s := <-sig
 			log.Info("shutting down", "signal", s.String())
 			return b.Close()

@@ -60,8 +60,21 @@ type proc struct {
 // start runs the binary with args and returns once it is running (not necessarily serving).
 func start(t *testing.T, addr string, args ...string) *proc {
 	t.Helper()
+	return startCmd(t, addr, testutil.Binary(t), args...)
+}
+
+// startCmd is start for any command (a shell that sets limits, then execs the binary).
+func startCmd(t *testing.T, addr, name string, args ...string) *proc {
+	t.Helper()
+	return startWith(t, addr, nil, name, args...)
+}
+
+// startWith is startCmd with a function called, on the goroutine reading stderr, with each
+// line as soon as it is read.
+func startWith(t *testing.T, addr string, onLine func(p *proc, line string), name string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, addr: addr, exited: make(chan struct{}), grew: make(chan struct{})}
-	p.cmd = exec.Command(testutil.Binary(t), args...)
+	p.cmd = exec.Command(name, args...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +88,9 @@ func start(t *testing.T, addr string, args ...string) *proc {
 		for sc.Scan() {
 			if os.Getenv("GREGOR_TEST_LOG") != "" {
 				fmt.Fprintln(os.Stderr, "[gregor]", sc.Text())
+			}
+			if onLine != nil {
+				onLine(p, sc.Text())
 			}
 			p.mu.Lock()
 			p.lines = append(p.lines, sc.Text())
@@ -396,6 +412,28 @@ func TestSigtermShutsDownCleanly(t *testing.T) {
 	}
 	if code := p2.wait(startupDeadline); code != 0 {
 		t.Fatalf("second SIGTERM: exit code %d:\n%s", code, p2.log())
+	}
+}
+
+// A supervisor may stop the broker the moment it reports that it started: that SIGTERM must
+// still shut it down cleanly (the handler is installed before the line is logged).
+func TestSigtermTheMomentItStarted(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		dir := t.TempDir()
+		addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+		p := startWith(t, addr, func(p *proc, line string) {
+			if strings.Contains(line, logStarted) {
+				if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Errorf("SIGTERM: %v", err)
+				}
+			}
+		}, testutil.Binary(t), "server", "--set", "log.dirs="+dir, "--set", "listeners=PLAINTEXT://"+addr)
+		if code := p.wait(startupDeadline); code != 0 || !p.hasLog(logShutDownClean) {
+			t.Fatalf("run %d: SIGTERM right after start: exit code %d:\n%s", i, code, p.log())
+		}
+		if _, err := os.Stat(filepath.Join(dir, storage.CleanShutdownFile)); err != nil {
+			t.Fatalf("run %d: no clean-shutdown marker: %v", i, err)
+		}
 	}
 }
 
