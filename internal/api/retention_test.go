@@ -23,6 +23,10 @@ import (
 // retentionSets makes the broker's retention loop run every 20 ms.
 var retentionSets = []string{"log.retention.check.interval.ms=20"}
 
+// uncompressed keeps batch sizes as the tests compute them (franz-go compresses by default,
+// and these values compress well).
+var uncompressed = kgo.ProducerBatchCompression(kgo.NoCompression())
+
 // segmentFiles lists the base offsets of a partition's .log files on disk, ascending.
 func segmentFiles(t *testing.T, dir, topic string, part int) []int64 {
 	t.Helper()
@@ -94,12 +98,12 @@ func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 		"retention.bytes":      sp("2048"),
 		"file.delete.delay.ms": sp("0"),
 	})
-	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0))
+	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0), uncompressed)
 	const n = 40
 	produceOneBatchEach(t, cl, "bysize", 0, n, time.Time{})
 
-	// ~270-byte batches, three to a 1 KiB segment: 40 batches make 14 segments, and keeping
-	// at least 2 KiB keeps the last three or four.
+	// ~270-byte batches (one record each, uncompressed), three to a 1 KiB segment: 40
+	// batches make 14 segments, and keeping at least 2 KiB keeps the last three or four.
 	var earliest int64
 	waitFor(t, 10*time.Second, "retention.bytes to delete old segments", func() bool {
 		earliest = listOffsetsOffset(t, cl, "bysize", 0, -2)
@@ -133,7 +137,7 @@ func TestRetentionMsDeletesExpiredSegments(t *testing.T) {
 		"retention.ms":         sp("3600000"), // one hour
 		"file.delete.delay.ms": sp("0"),
 	})
-	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0))
+	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0), uncompressed)
 	// Twenty records stamped two hours ago (expired), then twenty stamped now.
 	produceOneBatchEach(t, cl, "bytime", 0, 20, time.Now().Add(-2*time.Hour))
 	produceOneBatchEach(t, cl, "bytime", 20, 40, time.Time{})
@@ -160,7 +164,7 @@ func TestRetentionMsExpiresTheWholeLog(t *testing.T) {
 		"retention.ms":         sp("60000"),
 		"file.delete.delay.ms": sp("0"),
 	})
-	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0))
+	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0), uncompressed)
 	produceOneBatchEach(t, cl, "allgone", 0, 5, time.Now().Add(-time.Hour))
 	waitFor(t, 10*time.Second, "the expired log to be deleted", func() bool {
 		return listOffsetsOffset(t, cl, "allgone", 0, -2) == 5
@@ -177,7 +181,7 @@ func TestRetentionMsExpiresTheWholeLog(t *testing.T) {
 func TestSegmentMsRollsIdleSegment(t *testing.T) {
 	b := testutil.StartBroker(t, retentionSets...)
 	createTopic(t, b.Addr(), "roll", 1, map[string]*string{"segment.ms": sp("100")})
-	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0))
+	cl := newClient(t, b.Addr(), kgo.ProducerLinger(0), uncompressed)
 	// One small record cannot fill a segment (segment.bytes is 1 GiB): only time rolls it.
 	produceOneBatchEach(t, cl, "roll", 0, 1, time.Time{})
 	waitFor(t, 10*time.Second, "segment.ms to roll the idle segment", func() bool {
