@@ -12,12 +12,16 @@ import (
 
 // Manager holds every partition on this broker (Kafka's ReplicaManager).
 //
-// Lock rule: mu guards the parts map only; partitions have their own locks.
+// Lock rule: mu guards the parts map only; partitions have their own locks. byKey mirrors
+// parts for Get, which takes no lock: every produce and every fetch looks up each of its
+// partitions, and a read lock is a write to a cache line all those requests share. Writers
+// change both holding mu.
 type Manager struct {
-	fs   storage.FS
-	logs *storage.Manager
-	log  *slog.Logger
-	mu   struct {
+	fs    storage.FS
+	logs  *storage.Manager
+	log   *slog.Logger
+	byKey sync.Map // tpKey -> *Partition
+	mu    struct {
 		sync.RWMutex
 		parts map[tpKey]*Partition
 	}
@@ -35,11 +39,13 @@ func NewManager(fs storage.FS, logs *storage.Manager, log *slog.Logger) *Manager
 	return m
 }
 
-// Get returns the partition or nil.
+// Get returns the partition or nil. It takes no lock.
 func (m *Manager) Get(topic string, part int32) *Partition {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.mu.parts[tpKey{topic, part}]
+	p, _ := m.byKey.Load(tpKey{topic, part})
+	if p == nil {
+		return nil
+	}
+	return p.(*Partition)
 }
 
 // Open opens (creating if needed) a partition's log and rebuilds its producer state from the
@@ -74,6 +80,7 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 	p.mu.producers = ps
 	p.hw.Store(l.LogEndOffset())
 	m.mu.parts[k] = p
+	m.byKey.Store(k, p)
 	return p, nil
 }
 
@@ -83,6 +90,7 @@ func (m *Manager) Remove(topic string, part int32) error {
 	k := tpKey{topic, part}
 	p := m.mu.parts[k]
 	delete(m.mu.parts, k)
+	m.byKey.Delete(k)
 	m.mu.Unlock()
 	if p == nil {
 		return nil

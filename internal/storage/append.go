@@ -147,6 +147,7 @@ func (l *Log) appendLocked(b []byte, opt AppendOptions) (info AppendInfo, flush 
 	}
 	seg.size = pos + int64(len(b))
 	l.mu.logEndOffset = next
+	l.publishLocked()
 	return info, l.mu.logEndOffset-l.mu.recoveryPoint >= cfg.FlushIntervalMessages, nil
 }
 

@@ -95,6 +95,9 @@ func (l *Log) flushDue(nowMs int64) bool {
 
 // Offline reports whether an I/O error took the log offline.
 func (l *Log) Offline() bool {
+	if l.pub.open.Load() {
+		return false // no lock on the common path: open logs are asked on every fetch
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.mu.state == stateOffline

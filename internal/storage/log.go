@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,6 +98,11 @@ const (
 //     timestamp lookups and the accessors take only mu.RLock.
 //   - flushMu serializes Flush, whose fsyncs run with neither writeMu nor mu held.
 //   - wr is guarded by writeMu alone.
+//   - pub mirrors mu's log start and end offsets and whether the log is open, for readers
+//     that take no lock (LogStartOffset, LogEndOffset, Offline and Read's fast path at the
+//     end of the log, which a consumer caught up on many partitions hits on every fetch).
+//     publishLocked stores it holding mu (write) after every change to those fields; a
+//     lock-free reader sees each field as of some recent change.
 type Log struct {
 	fs     FS
 	dir    string
@@ -117,6 +123,12 @@ type Log struct {
 		truncations    uint64
 		state          logState
 		offlineErr     error
+	}
+
+	pub struct {
+		logStartOffset atomic.Int64
+		logEndOffset   atomic.Int64
+		open           atomic.Bool
 	}
 
 	wr struct {
@@ -151,6 +163,7 @@ func Open(fs FS, dir string, cfg Config, opt OpenOptions) (*Log, error) {
 		}
 		return nil, err
 	}
+	l.publishLocked() // load published already; the Log is not shared yet either way
 	return l, nil
 }
 
@@ -167,6 +180,13 @@ func (l *Log) usableLocked() error {
 	return nil
 }
 
+// publishLocked stores the fields pub mirrors. Holding mu (write), after changing any of them.
+func (l *Log) publishLocked() {
+	l.pub.logStartOffset.Store(l.mu.logStartOffset)
+	l.pub.logEndOffset.Store(l.mu.logEndOffset)
+	l.pub.open.Store(l.mu.state == stateOpen)
+}
+
 // failLocked takes the log offline because of err and returns the error to report. Holding
 // writeMu and mu.
 func (l *Log) failLocked(err error) error {
@@ -174,6 +194,7 @@ func (l *Log) failLocked(err error) error {
 		l.logger.Error("log is offline after an I/O error", "err", err)
 		l.mu.state = stateOffline
 		l.mu.offlineErr = err
+		l.publishLocked()
 	}
 	return fmt.Errorf("%w: %w", ErrLogOffline, err)
 }
@@ -188,19 +209,11 @@ func (l *Log) fail(err error) error {
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
-// LogStartOffset is the first offset a consumer may read.
-func (l *Log) LogStartOffset() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.mu.logStartOffset
-}
+// LogStartOffset is the first offset a consumer may read. It takes no lock.
+func (l *Log) LogStartOffset() int64 { return l.pub.logStartOffset.Load() }
 
-// LogEndOffset is the offset the next appended record gets.
-func (l *Log) LogEndOffset() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.mu.logEndOffset
-}
+// LogEndOffset is the offset the next appended record gets. It takes no lock.
+func (l *Log) LogEndOffset() int64 { return l.pub.logEndOffset.Load() }
 
 // RecoveryPoint is the offset below which everything is fsynced.
 func (l *Log) RecoveryPoint() int64 {
@@ -303,6 +316,7 @@ func (l *Log) Close() error {
 	segs := l.mu.segments
 	l.mu.segments = nil
 	l.mu.state = stateClosed
+	l.publishLocked()
 	l.mu.Unlock()
 	for _, s := range segs {
 		s.decRef()

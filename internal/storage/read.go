@@ -35,6 +35,13 @@ func (s Slice) Release() {
 // first batch that does not qualify, gives an empty Slice and a nil error; an offset below the
 // log start offset or past the log end offset gives ErrOffsetOutOfRange.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (Slice, error) {
+	// A reader at the end of what it may read (a consumer caught up) gets its empty answer
+	// without the lock, from the published offsets. The fields may come from different
+	// moments, but empty is then still an answer the locked path could have given an instant
+	// earlier or later: the offsets only move forward between truncations.
+	if l.pub.open.Load() && offset == l.pub.logEndOffset.Load() && offset >= l.pub.logStartOffset.Load() {
+		return Slice{}, nil
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if err := l.usableLocked(); err != nil {

@@ -171,6 +171,7 @@ func (l *Log) load(opt OpenOptions) error {
 			"log_end_offset", l.mu.logEndOffset, "log_start_offset", l.mu.logStartOffset)
 		return l.truncateFullyLocked(l.mu.logStartOffset)
 	}
+	l.publishLocked()
 	return nil
 }
 

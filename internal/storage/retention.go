@@ -96,6 +96,7 @@ func (l *Log) SetLogStartOffset(off int64) error {
 	l.mu.Lock()
 	l.mu.logStartOffset = off
 	l.mu.recoveryPoint = max(l.mu.recoveryPoint, off)
+	l.publishLocked()
 	l.mu.Unlock()
 	_, err := l.deleteBelowStartLocked()
 	return err
@@ -157,6 +158,7 @@ func (l *Log) deleteOldestLocked(n int, reason string) (int, error) {
 	l.mu.logStartOffset = max(l.mu.logStartOffset, l.mu.segments[0].baseOffset)
 	l.mu.recoveryPoint = max(l.mu.recoveryPoint, l.mu.logStartOffset)
 	lso := l.mu.logStartOffset
+	l.publishLocked()
 	l.mu.Unlock()
 	for i, s := range victims {
 		l.deleteFilesLocked(s, renamed[i])

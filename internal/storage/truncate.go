@@ -50,6 +50,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.mu.logStartOffset = min(l.mu.logStartOffset, l.mu.logEndOffset)
 	l.mu.truncations++
 	leo := l.mu.logEndOffset
+	l.publishLocked()
 	l.mu.Unlock()
 
 	for k, s := range victims {
@@ -94,6 +95,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.mu.segments = []*segment{s}
 	l.mu.logStartOffset, l.mu.logEndOffset, l.mu.recoveryPoint = offset, offset, offset
 	l.mu.truncations++
+	l.publishLocked()
 	l.mu.Unlock()
 	for k, v := range victims {
 		l.deleteFilesLocked(v, renamed[k])
