@@ -93,7 +93,7 @@ func prepareBatches(version int16, records []byte, s *replica.Settings, nowMs in
 			if version > 2 {
 				return nil, nil, errLegacyInNewFormat
 			}
-			if b, err = batch.UpConvert(b, nowMs); err != nil {
+			if b, err = batch.UpConvert(b); err != nil {
 				return nil, nil, err
 			}
 			rewritten = true

@@ -127,11 +127,11 @@ func FuzzSplit(f *testing.F) {
 // fixed up so the fuzzer reaches the message bodies.
 func FuzzUpConvert(f *testing.F) {
 	for _, b := range seedLegacy(f) {
-		f.Add(b, int64(1000))
+		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, b []byte, now int64) {
+	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, in := range [][]byte{b, fixLegacyCRCs(bytes.Clone(b))} {
-			out, err := UpConvert(in, now)
+			out, err := UpConvert(in)
 			if err != nil {
 				continue
 			}
@@ -143,7 +143,7 @@ func FuzzUpConvert(f *testing.F) {
 			if err != nil {
 				t.Fatalf("DownConvert of an up-converted batch: %v", err)
 			}
-			if _, err := UpConvert(down, now); err != nil {
+			if _, err := UpConvert(down); err != nil {
 				t.Fatalf("UpConvert of DownConvert output (%d records): %v", h.RecordCount, err)
 			}
 		}

@@ -111,8 +111,9 @@ func readLegacyBytes(b []byte, p int) ([]byte, int, bool) {
 // null), producerId/producerEpoch/baseSequence -1, partitionLeaderEpoch -1, baseOffset 0 (the
 // leader assigns offsets). Timestamps: magic 1 keeps each message's (a LogAppendTime wrapper's
 // timestamp for all its inner messages) and sets the batch's LogAppendTime bit when a message
-// has it; magic 0 has none, so every record gets nowMs. baseTimestamp is the first record's,
-// maxTimestamp the largest. The batch is compressed with the set's first codec other than
+// has it; magic 0 has none, so every record gets -1 (NO_TIMESTAMP), as Kafka's LogValidator
+// converts them: consumers read -1, and only a LogAppendTime topic stamps them (on append).
+// baseTimestamp is the first record's, maxTimestamp the largest. The batch is compressed with the set's first codec other than
 // none (lz4 and zstd as v2 writes them).
 //
 // Every CRC-32 (outer and inner) is checked (ErrBadCRC). Magic 0 LZ4 wrappers may carry the
@@ -120,7 +121,7 @@ func readLegacyBytes(b []byte, p int) ([]byte, int, bool) {
 // compressed message without a value, framing errors -> ErrCorrupt; codecs above lz4 ->
 // ErrUnknownCodec; an empty set -> ErrInvalidRecord. All decompression together is capped at
 // MaxDecompressedSize.
-func UpConvert(messageSet []byte, nowMs int64) ([]byte, error) {
+func UpConvert(messageSet []byte) ([]byte, error) {
 	var (
 		recs   []Record // TimestampDelta holds the absolute timestamp until the end
 		codec  = CodecNone
@@ -141,10 +142,7 @@ func UpConvert(messageSet []byte, nowMs int64) ([]byte, error) {
 		}
 		mlat := m.magic == 1 && m.attrs&AttrLogAppendTime != 0
 		lat = lat || mlat
-		ts := m.timestamp
-		if m.magic == 0 {
-			ts = nowMs
-		}
+		ts := m.timestamp // -1 for magic 0
 		c := Codec(m.attrs & AttrCodecMask)
 		if c == CodecNone {
 			recs = append(recs, Record{TimestampDelta: ts, Key: m.key, Value: m.value})
@@ -183,11 +181,8 @@ func UpConvert(messageSet []byte, nowMs int64) ([]byte, error) {
 			if im.attrs&AttrCodecMask != 0 {
 				return nil, fmt.Errorf("%w: nested compression (codec %d inside a codec %d wrapper)", ErrCorrupt, im.attrs&AttrCodecMask, c)
 			}
-			its := im.timestamp
-			switch {
-			case im.magic == 0:
-				its = nowMs
-			case mlat:
+			its := im.timestamp // -1 for magic 0
+			if mlat {
 				its = m.timestamp
 			}
 			recs = append(recs, Record{TimestampDelta: its, Key: im.key, Value: im.value})

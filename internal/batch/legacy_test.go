@@ -109,26 +109,28 @@ func checkUpConverted(t *testing.T, b []byte, codec Codec, lat bool, want []lega
 	}
 }
 
-const now = int64(1_750_000_000_000)
+// noTimestamp is what an up-converted magic 0 message carries: -1, as Kafka's LogValidator
+// leaves NO_TIMESTAMP (a v2 consumer of a v0 producer's records reads -1, not a broker time).
+const noTimestamp = int64(-1)
 
 func TestUpConvertUncompressed(t *testing.T) {
 	v0 := append(v0Message(0, 0, []byte("k0"), []byte("v0")), v0Message(1, 0, nil, nil)...)
-	b, err := UpConvert(v0, now)
+	b, err := UpConvert(v0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkUpConverted(t, b, CodecNone, false, []legacyWant{{[]byte("k0"), []byte("v0"), now}, {nil, nil, now}})
+	checkUpConverted(t, b, CodecNone, false, []legacyWant{{[]byte("k0"), []byte("v0"), noTimestamp}, {nil, nil, noTimestamp}})
 
 	v1 := append(v1Message(0, 0, 2000, []byte("a"), []byte{}), v1Message(1, 0, 1000, nil, []byte("b"))...)
 	v1 = append(v1, v1Message(2, 0, 3000, []byte{}, []byte("c"))...)
-	b, err = UpConvert(v1, now)
+	b, err = UpConvert(v1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkUpConverted(t, b, CodecNone, false, []legacyWant{{[]byte("a"), []byte{}, 2000}, {nil, []byte("b"), 1000}, {[]byte{}, []byte("c"), 3000}})
 
 	lat := v1Message(0, AttrLogAppendTime, 4000, nil, []byte("x"))
-	b, err = UpConvert(lat, now)
+	b, err = UpConvert(lat)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestUpConvertCompressed(t *testing.T) {
 		inner = append(inner, v1Message(2, 0, 150, []byte("k3"), nil)...)
 		set := v1Message(2, int8(c), 200, nil, legacyCompress(t, c, inner))
 		set = append(set, v1Message(3, 0, 300, []byte("plain"), []byte("four"))...)
-		b, err := UpConvert(set, now)
+		b, err := UpConvert(set)
 		if err != nil {
 			t.Fatalf("%v: %v", c, err)
 		}
@@ -152,7 +154,7 @@ func TestUpConvertCompressed(t *testing.T) {
 
 		// LogAppendTime wrapper: its timestamp is every inner message's.
 		set = v1Message(2, int8(c)|AttrLogAppendTime, 9999, nil, legacyCompress(t, c, inner))
-		b, err = UpConvert(set, now)
+		b, err = UpConvert(set)
 		if err != nil {
 			t.Fatalf("%v lat: %v", c, err)
 		}
@@ -162,11 +164,11 @@ func TestUpConvertCompressed(t *testing.T) {
 	// magic 0 gzip wrapper: absolute inner offsets, no timestamps.
 	inner := append(v0Message(10, 0, []byte("a"), []byte("1")), v0Message(11, 0, []byte("b"), []byte("2"))...)
 	set := v0Message(11, int8(CodecGzip), nil, legacyCompress(t, CodecGzip, inner))
-	b, err := UpConvert(set, now)
+	b, err := UpConvert(set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkUpConverted(t, b, CodecGzip, false, []legacyWant{{[]byte("a"), []byte("1"), now}, {[]byte("b"), []byte("2"), now}})
+	checkUpConverted(t, b, CodecGzip, false, []legacyWant{{[]byte("a"), []byte("1"), noTimestamp}, {[]byte("b"), []byte("2"), noTimestamp}})
 }
 
 func TestUpConvertRejects(t *testing.T) {
@@ -198,7 +200,7 @@ func TestUpConvertRejects(t *testing.T) {
 		"slack in message":  {legacyFix(patch(append(bytes.Clone(good), 0), 8, int32(len(good)-12+1))), ErrCorrupt},
 	}
 	for name, tc := range cases {
-		if _, err := UpConvert(tc.b, now); !errors.Is(err, tc.want) {
+		if _, err := UpConvert(tc.b); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
 		}
 	}
@@ -219,10 +221,10 @@ func TestUpConvertDecompressionBudget(t *testing.T) {
 	for range 4 {
 		set = append(set, w...)
 	}
-	if _, err := UpConvert(set[:len(w)*3], now); err != nil {
+	if _, err := UpConvert(set[:len(w)*3]); err != nil {
 		t.Fatalf("60 MiB total: %v", err)
 	}
-	if _, err := UpConvert(set, now); !errors.Is(err, ErrCorrupt) {
+	if _, err := UpConvert(set); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("80 MiB total: %v", err)
 	}
 }
@@ -331,13 +333,13 @@ func TestDownConvert(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		up, err := UpConvert(set, now)
+		up, err := UpConvert(set)
 		if err != nil {
 			t.Fatalf("magic %d: UpConvert: %v", magic, err)
 		}
 		var lw []legacyWant
 		for _, w := range want[:2*len(recs)] {
-			ts := now
+			ts := noTimestamp
 			if magic == 1 {
 				ts = w.ts
 			}
@@ -376,13 +378,13 @@ func TestUpConvertV0LZ4BrokenHeaderChecksum(t *testing.T) {
 	if _, err := Decompress(CodecLZ4, broken); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("the frame reader should refuse the broken checksum: %v", err)
 	}
-	b, err := UpConvert(v0Message(1, int8(CodecLZ4), nil, broken), now)
+	b, err := UpConvert(v0Message(1, int8(CodecLZ4), nil, broken))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkUpConverted(t, b, CodecLZ4, false, []legacyWant{{[]byte("a"), []byte("1"), now}, {nil, []byte("2"), now}})
+	checkUpConverted(t, b, CodecLZ4, false, []legacyWant{{[]byte("a"), []byte("1"), noTimestamp}, {nil, []byte("2"), noTimestamp}})
 	// Magic 1 frames must be correct.
-	if _, err := UpConvert(v1Message(1, int8(CodecLZ4), 5, nil, broken), now); !errors.Is(err, ErrCorrupt) {
+	if _, err := UpConvert(v1Message(1, int8(CodecLZ4), 5, nil, broken)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("magic 1 with a broken lz4 checksum: %v", err)
 	}
 }
