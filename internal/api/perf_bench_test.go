@@ -3,6 +3,9 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -228,6 +231,123 @@ func BenchmarkHandlerFetchParkWake1000(b *testing.B) {
 			case <-time.After(20 * time.Microsecond):
 			}
 		}
+	}
+	cpu.report(b)
+}
+
+// Connection-level benchmarks: a raw TCP client sends the same encoded request and reads the
+// whole answer, so the server's framing, response writing and sendfile are measured too. The
+// client does nothing but copy bytes; cpu-ns/op includes it (both run in this process).
+
+// rawClient speaks just enough of the protocol to send one request and drain its answer.
+type rawClient struct {
+	c   net.Conn
+	req []byte
+	buf []byte
+}
+
+func newRawClient(b *testing.B, addr string, req kmsg.Request) *rawClient {
+	b.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	body := []byte{0, 0, 0, 0}
+	body = binary.BigEndian.AppendUint16(body, uint16(req.Key()))
+	body = binary.BigEndian.AppendUint16(body, uint16(req.GetVersion()))
+	body = binary.BigEndian.AppendUint32(body, 1) // correlation id
+	body = binary.BigEndian.AppendUint16(body, 5)
+	body = append(body, "bench"...)
+	if req.IsFlexible() {
+		body = append(body, 0)
+	}
+	body = req.AppendTo(body)
+	binary.BigEndian.PutUint32(body, uint32(len(body)-4))
+	return &rawClient{c: c, req: body, buf: make([]byte, 1<<20)}
+}
+
+// roundTrip sends the request and reads the answer, returning its size.
+func (rc *rawClient) roundTrip(b *testing.B) int {
+	if _, err := rc.c.Write(rc.req); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.ReadFull(rc.c, rc.buf[:4]); err != nil {
+		b.Fatal(err)
+	}
+	n := int(binary.BigEndian.Uint32(rc.buf))
+	for left := n; left > 0; {
+		m, err := rc.c.Read(rc.buf[:min(left, len(rc.buf))])
+		if err != nil {
+			b.Fatal(err)
+		}
+		left -= m
+	}
+	return n
+}
+
+func BenchmarkConnFetchCaughtUp1000(b *testing.B) {
+	br, h := benchBroker(b, "f", 1000)
+	benchHandle(b, h, benchProduceReq("f", 1000, benchRecords(b, 1, 100)))
+	offs := make([]int64, 1000)
+	for i := range offs {
+		offs[i] = 1
+	}
+	rc := newRawClient(b, br.Addr(), benchFetchReq("f", offs, 0, 0))
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		rc.roundTrip(b)
+	}
+	cpu.report(b)
+}
+
+// A fetch answered with one small batch (10 x 100 B) from each of 1,000 partitions: what a
+// consumer keeping up with many partitions gets.
+func BenchmarkConnFetchData1000(b *testing.B) {
+	br, h := benchBroker(b, "f", 1000)
+	recs := benchRecords(b, 10, 100)
+	benchHandle(b, h, benchProduceReq("f", 1000, recs))
+	rc := newRawClient(b, br.Addr(), benchFetchReq("f", make([]int64, 1000), 0, 0))
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		if n := rc.roundTrip(b); n < 1000*len(recs) {
+			b.Fatalf("short answer: %d bytes", n)
+		}
+	}
+	cpu.report(b)
+}
+
+// A fetch answered with 8 MiB from one partition: the sendfile path.
+func BenchmarkConnFetch8MiB(b *testing.B) {
+	br, h := benchBroker(b, "f", 1)
+	recs := benchRecords(b, 9000, 100)
+	for range 9 {
+		benchHandle(b, h, benchProduceReq("f", 1, recs))
+	}
+	req := benchFetchReq("f", []int64{0}, 0, 0)
+	req.Topics[0].Partitions[0].PartitionMaxBytes = 8 << 20
+	rc := newRawClient(b, br.Addr(), req)
+	b.SetBytes(8 << 20)
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		rc.roundTrip(b)
+	}
+	cpu.report(b)
+}
+
+// A produce of one 1 MiB batch over the connection.
+func BenchmarkConnProduce1MiB(b *testing.B) {
+	br, _ := benchBroker(b, "p", 1)
+	recs := benchRecords(b, 9000, 100)
+	rc := newRawClient(b, br.Addr(), benchProduceReq("p", 1, recs))
+	b.SetBytes(int64(len(recs)))
+	b.ReportAllocs()
+	cpu := startCPU()
+	for b.Loop() {
+		rc.roundTrip(b)
 	}
 	cpu.report(b)
 }
