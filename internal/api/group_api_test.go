@@ -3,6 +3,7 @@ package api_test
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -17,14 +18,14 @@ import (
 
 // groupConn is one raw connection sending requests at exact versions.
 type groupConn struct {
-	t    *testing.T
+	t    testing.TB
 	nc   net.Conn
 	br   *bufio.Reader
 	f    *kmsg.RequestFormatter
 	corr int32
 }
 
-func dialGroupConn(t *testing.T, addr string) *groupConn {
+func dialGroupConn(t testing.TB, addr string) *groupConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -34,27 +35,37 @@ func dialGroupConn(t *testing.T, addr string) *groupConn {
 	return &groupConn{t: t, nc: nc, br: bufio.NewReader(nc), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw"))}
 }
 
-// do sends req at version v and returns the decoded response.
+// do sends req at version v and returns the decoded response; it fails the test on any
+// error, so it is for the test's own goroutine (others use try).
 func (c *groupConn) do(req kmsg.Request, v int16) kmsg.Response {
 	c.t.Helper()
+	resp, err := c.try(req, v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp
+}
+
+// try sends req at version v and returns the decoded response.
+func (c *groupConn) try(req kmsg.Request, v int16) (kmsg.Response, error) {
 	req.SetVersion(v)
 	c.corr++
 	if _, err := c.nc.Write(c.f.AppendRequest(nil, req, c.corr)); err != nil {
-		c.t.Fatal(err)
+		return nil, err
 	}
-	if err := c.nc.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
-		c.t.Fatal(err)
+	if err := c.nc.SetReadDeadline(time.Now().Add(60 * time.Second)); err != nil {
+		return nil, err
 	}
 	var size [4]byte
 	if _, err := io.ReadFull(c.br, size[:]); err != nil {
-		c.t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), v, err)
+		return nil, fmt.Errorf("%s v%d: %w", kmsg.NameForKey(req.Key()), v, err)
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := io.ReadFull(c.br, body); err != nil {
-		c.t.Fatal(err)
+		return nil, err
 	}
 	if got := int32(binary.BigEndian.Uint32(body)); got != c.corr {
-		c.t.Fatalf("correlation id %d, want %d", got, c.corr)
+		return nil, fmt.Errorf("correlation id %d, want %d", got, c.corr)
 	}
 	body = body[4:]
 	if req.IsFlexible() {
@@ -63,9 +74,9 @@ func (c *groupConn) do(req kmsg.Request, v int16) kmsg.Response {
 	resp := req.ResponseKind()
 	resp.SetVersion(v)
 	if err := resp.ReadFrom(body); err != nil {
-		c.t.Fatalf("decode %s v%d: %v", kmsg.NameForKey(req.Key()), v, err)
+		return nil, fmt.Errorf("decode %s v%d: %w", kmsg.NameForKey(req.Key()), v, err)
 	}
-	return resp
+	return resp, nil
 }
 
 func rawJoin(c *groupConn, group, member string, topics ...string) *kmsg.JoinGroupResponse {
@@ -76,12 +87,24 @@ func rawJoin(c *groupConn, group, member string, topics ...string) *kmsg.JoinGro
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Topics = topics
 	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: meta.AppendTo(nil)}}
-	return c.do(req, 9).(*kmsg.JoinGroupResponse)
+	resp, err := c.try(req, 9)
+	if err != nil {
+		c.t.Error(err)
+		return joinFailed()
+	}
+	return resp.(*kmsg.JoinGroupResponse)
+}
+
+// joinFailed stands in for a JoinGroup answer that never came (the test already failed).
+func joinFailed() *kmsg.JoinGroupResponse {
+	r := kmsg.NewPtrJoinGroupResponse()
+	r.ErrorCode = kerr.UnknownServerError.Code
+	return r
 }
 
 // rawMember joins group through the MEMBER_ID_REQUIRED round trip; the join parks until
 // the join phase ends, so it runs on its own connection.
-func rawMember(t *testing.T, addr, group string, topics ...string) (*groupConn, chan *kmsg.JoinGroupResponse) {
+func rawMember(t testing.TB, addr, group string, topics ...string) (*groupConn, chan *kmsg.JoinGroupResponse) {
 	c := dialGroupConn(t, addr)
 	r := rawJoin(c, group, "", topics...)
 	if r.ErrorCode != kerr.MemberIDRequired.Code {
@@ -98,7 +121,14 @@ func rawSync(c *groupConn, group, member string, gen int32, assign map[string][]
 	for m, a := range assign {
 		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m, MemberAssignment: a})
 	}
-	return c.do(req, 5).(*kmsg.SyncGroupResponse)
+	resp, err := c.try(req, 5)
+	if err != nil {
+		c.t.Error(err)
+		r := kmsg.NewPtrSyncGroupResponse()
+		r.ErrorCode = kerr.UnknownServerError.Code
+		return r
+	}
+	return resp.(*kmsg.SyncGroupResponse)
 }
 
 func rawCommit(c *groupConn, v int16, group, member string, gen int32, topic string, offset int64) int16 {
@@ -326,5 +356,34 @@ func TestConsumerOffsetsRecordsAreKafkaFormat(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// __consumer_offsets is the coordinator's topic however it comes to exist: auto-created by
+// a Metadata request it gets the offsets.topic.* settings and is internal and compacted,
+// and the coordinator then uses it.
+func TestConsumerOffsetsAutoCreatedAsInternal(t *testing.T) {
+	b := testutil.StartBroker(t, append(groupBroker, "offsets.topic.num.partitions=4", "num.partitions=2")...)
+	c := dialGroupConn(t, b.Addr())
+	md := kmsg.NewPtrMetadataRequest()
+	md.AllowAutoTopicCreation = true
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("__consumer_offsets")}}
+	c.do(md, 12)
+	mr := c.do(md, 12).(*kmsg.MetadataResponse)
+	if len(mr.Topics) != 1 || !mr.Topics[0].IsInternal || len(mr.Topics[0].Partitions) != 4 {
+		t.Fatalf("auto-created __consumer_offsets: %+v", mr.Topics)
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "__consumer_offsets", ConfigNames: []string{"cleanup.policy"}}}
+	dr := c.do(dc, 4).(*kmsg.DescribeConfigsResponse)
+	if cfg := dr.Resources[0].Configs; len(cfg) != 1 || *cfg[0].Value != "compact" {
+		t.Fatalf("cleanup.policy: %+v", cfg)
+	}
+	createTopic(t, b.Addr(), "t", 1, nil)
+	if code := rawCommit(c, 9, "simple", "", -1, "t", 3); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	if off := rawFetchOffset(c, 7, "simple", "t"); off != 3 {
+		t.Fatalf("offset %d", off)
 	}
 }

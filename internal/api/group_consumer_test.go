@@ -305,7 +305,13 @@ func TestGroupHeartbeatStormDoesNotStallProduceFetch(t *testing.T) {
 			req.ProtocolType = "consumer"
 			meta := kmsg.NewConsumerMemberMetadata()
 			req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: meta.AppendTo(nil)}}
-			joins[i] = conns[i].do(req, 3).(*kmsg.JoinGroupResponse) // v3: no MEMBER_ID_REQUIRED round trip
+			resp, err := conns[i].try(req, 3) // v3: no MEMBER_ID_REQUIRED round trip
+			if err != nil {
+				t.Error(err)
+				joins[i] = joinFailed()
+				return
+			}
+			joins[i] = resp.(*kmsg.JoinGroupResponse)
 		}()
 	}
 	wg.Wait()
@@ -350,7 +356,12 @@ func TestGroupHeartbeatStormDoesNotStallProduceFetch(t *testing.T) {
 					return
 				default:
 				}
-				if conns[i].do(hb, 4).(*kmsg.HeartbeatResponse).ErrorCode != 0 {
+				resp, err := conns[i].try(hb, 4)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.(*kmsg.HeartbeatResponse).ErrorCode != 0 {
 					errs.Add(1)
 				}
 				beats.Add(1)

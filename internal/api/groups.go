@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 
@@ -16,39 +15,47 @@ import (
 // itself is internal/group; these files translate requests and check topics.
 
 // EnsureOffsetsTopic returns the partition count of __consumer_offsets, whose partitions
-// are open, or 0 if it does not exist; with create it first creates the topic as Kafka
-// does: internal, compacted, offsets.topic.num.partitions partitions,
-// offsets.topic.replication.factor replicas, offsets.topic.segment.bytes segments.
+// are open, or 0 if it does not exist; with create it first creates the topic if missing.
 func (h *Handler) EnsureOffsetsTopic(create bool) (int32, error) {
-	if t := h.Meta.Image().Topic(group.TopicName); t != nil || !create {
-		if t == nil {
-			return 0, nil
+	t := h.Meta.Image().Topic(group.TopicName)
+	if t == nil && create {
+		var err error
+		t, err = h.createTopic(topicSpec{name: group.TopicName, partitions: -1, rf: -1}, false)
+		if errors.Is(err, metadata.ErrTopicExists) {
+			return h.EnsureOffsetsTopic(false)
 		}
-		return t.Partitions, nil
+		if err != nil {
+			return 0, err
+		}
 	}
+	if t == nil {
+		return 0, nil
+	}
+	return t.Partitions, nil
+}
+
+// offsetsTopicDefaults applies Kafka's settings for __consumer_offsets to what the creator
+// left unset (the coordinator on first use, a Metadata auto-creation, or CreateTopics): an
+// internal, compacted topic of offsets.topic.num.partitions partitions,
+// offsets.topic.replication.factor replicas and offsets.topic.segment.bytes segments.
+func (h *Handler) offsetsTopicDefaults(s *topicSpec) {
 	cfg := h.Cfg.Current()
-	if cfg.OffsetsTopicReplicationFactor > 1 {
-		return 0, fmt.Errorf("%w: offsets.topic.replication.factor %d larger than the 1 available broker", errInvalidRF, cfg.OffsetsTopicReplicationFactor)
+	if s.partitions == -1 && len(s.assignment) == 0 {
+		s.partitions = cfg.OffsetsTopicNumPartitions
 	}
-	t, err := h.Meta.CreateTopic(metadata.Topic{
-		Name:              group.TopicName,
-		Partitions:        cfg.OffsetsTopicNumPartitions,
-		ReplicationFactor: cfg.OffsetsTopicReplicationFactor,
-		Internal:          true,
-		Configs: map[string]string{
-			"cleanup.policy":   "compact",
-			"compression.type": "producer",
-			"segment.bytes":    strconv.Itoa(int(cfg.OffsetsTopicSegmentBytes)),
-		},
-	})
-	if errors.Is(err, metadata.ErrTopicExists) {
-		return h.EnsureOffsetsTopic(false)
+	if s.rf == -1 && len(s.assignment) == 0 {
+		s.rf = cfg.OffsetsTopicReplicationFactor
 	}
-	if err != nil {
-		return 0, err
+	defaults := map[string]string{
+		"cleanup.policy":   "compact",
+		"compression.type": "producer",
+		"segment.bytes":    strconv.Itoa(int(cfg.OffsetsTopicSegmentBytes)),
 	}
-	h.Log.Info("created topic", "topic", t.Name, "partitions", t.Partitions, "internal", true)
-	return t.Partitions, h.OpenPartitions(t, 0)
+	for k, v := range defaults {
+		if _, ok := s.configs[k]; !ok {
+			s.configs = withConfig(s.configs, k, v)
+		}
+	}
 }
 
 // clientHost is the client's address as Kafka reports it in DescribeGroups: "/<ip>".

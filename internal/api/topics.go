@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
@@ -55,6 +56,9 @@ type topicSpec struct {
 func (h *Handler) checkTopic(s *topicSpec) error {
 	if err := validTopicName(s.name); err != nil {
 		return err
+	}
+	if s.name == group.TopicName {
+		h.offsetsTopicDefaults(s) // however it is created, it is the group coordinator's topic
 	}
 	if h.Meta.Image().Topic(s.name) != nil {
 		return fmt.Errorf("%w: %s", metadata.ErrTopicExists, s.name)
@@ -132,7 +136,7 @@ func (h *Handler) createTopic(s topicSpec, validateOnly bool) (*metadata.Topic, 
 	if validateOnly {
 		return &metadata.Topic{Name: s.name, Partitions: s.partitions, ReplicationFactor: s.rf, Configs: s.configs}, nil
 	}
-	t, err := h.Meta.CreateTopic(metadata.Topic{Name: s.name, Partitions: s.partitions, ReplicationFactor: s.rf, Configs: s.configs})
+	t, err := h.Meta.CreateTopic(metadata.Topic{Name: s.name, Partitions: s.partitions, ReplicationFactor: s.rf, Configs: s.configs, Internal: s.name == group.TopicName})
 	if err != nil {
 		return nil, err
 	}
