@@ -24,13 +24,20 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 	now := h.nowMs()
 	acksAll := req.Acks == -1
 	failed := false
+	// The answer slices are sized up front and the batch headers of each partition reuse one
+	// scratch slice: a request carries batches for up to every partition a producer writes.
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
+	var hdrs []batch.Header
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
-			res, err := h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll)
+			var res replica.AppendResult
+			var err error
+			res, hdrs, err = h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll, hdrs[:0])
 			if err != nil {
 				failed = true
 				sp.ErrorCode = code(err)
@@ -57,61 +64,63 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 	return msg(resp)
 }
 
-// produce validates and appends one partition's records.
-func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool) (replica.AppendResult, error) {
+// produce validates and appends one partition's records. hdrs is scratch space for the
+// batch headers, returned (grown) for the next partition.
+func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool, hdrs []batch.Header) (replica.AppendResult, []batch.Header, error) {
 	p, err := h.partition(topic, part)
 	if err != nil {
-		return replica.AppendResult{}, err
+		return replica.AppendResult{}, hdrs, err
 	}
 	s := p.Settings()
-	raw, hdrs, err := prepareBatches(version, records, s, nowMs)
+	raw, hdrs, err := prepareBatches(version, records, s, nowMs, hdrs)
 	if err != nil {
-		return replica.AppendResult{}, err
+		return replica.AppendResult{}, hdrs, err
 	}
-	return p.Append(raw, hdrs, nowMs, leaderEpoch, acksAll)
+	res, err := p.Append(raw, hdrs, nowMs, leaderEpoch, acksAll)
+	return res, hdrs, err
 }
 
 // prepareBatches turns a produce request's records into validated v2 batches ready to append:
 // raw is either the request's own bytes (the common case: no copy) or new bytes when a batch
-// was up-converted or recompressed.
-func prepareBatches(version int16, records []byte, s *replica.Settings, nowMs int64) ([]byte, []batch.Header, error) {
+// was up-converted or recompressed. The headers are appended to hdrs[:0].
+func prepareBatches(version int16, records []byte, s *replica.Settings, nowMs int64, hdrs []batch.Header) ([]byte, []batch.Header, error) {
+	hdrs = hdrs[:0]
 	if len(records) == 0 {
-		return nil, nil, fmt.Errorf("%w: no records", batch.ErrCorrupt)
+		return nil, hdrs, fmt.Errorf("%w: no records", batch.ErrCorrupt)
 	}
 	parts, err := batch.Split(records)
 	if err != nil {
-		return nil, nil, err
+		return nil, hdrs, err
 	}
-	hdrs := make([]batch.Header, 0, len(parts))
 	rewritten := false
 	for i, b := range parts {
 		magic, err := batch.Magic(b)
 		if err != nil {
-			return nil, nil, err
+			return nil, hdrs, err
 		}
 		if magic < 2 {
 			if version > 2 {
-				return nil, nil, errLegacyInNewFormat
+				return nil, hdrs, errLegacyInNewFormat
 			}
 			if b, err = batch.UpConvert(b); err != nil {
-				return nil, nil, err
+				return nil, hdrs, err
 			}
 			rewritten = true
 		}
 		if len(b) > int(s.MaxMessageBytes) {
-			return nil, nil, fmt.Errorf("%w: %d bytes > %d", errMessageTooLarge, len(b), s.MaxMessageBytes)
+			return nil, hdrs, fmt.Errorf("%w: %d bytes > %d", errMessageTooLarge, len(b), s.MaxMessageBytes)
 		}
 		// Compressed batches are opened and their records checked, as Kafka's leader does.
 		hdr, err := batch.ValidateRecords(b)
 		if err != nil {
-			return nil, nil, err
+			return nil, hdrs, err
 		}
 		if s.Recompress && hdr.Codec() != s.Compression {
 			if b, err = batch.Recompress(b, s.Compression); err != nil {
-				return nil, nil, err
+				return nil, hdrs, err
 			}
 			if hdr, err = batch.ParseHeader(b); err != nil {
-				return nil, nil, err
+				return nil, hdrs, err
 			}
 			rewritten = true
 		}
