@@ -52,6 +52,8 @@ var franzCodecs = map[string]kgo.CompressionCodec{
 	"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
 }
 
+func kgoCodec(name string) kgo.Opt { return kgo.ProducerBatchCompression(franzCodecs[name]) }
+
 func franzNew(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 }

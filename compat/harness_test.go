@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -234,6 +234,8 @@ type genOpts struct {
 	tsBase    int64             // 0: no explicit timestamps
 	headers   bool
 	textOnly  bool // values without bytes that line-based tools cannot carry
+	// textHeaders keeps header values printable (kcat prints headers as k=v CSV).
+	textHeaders bool
 }
 
 // genRecords makes n records with keys, binary values (every byte but '\n' unless textOnly),
@@ -266,7 +268,7 @@ func genRecords(o genOpts) []Rec {
 		}
 		if o.headers {
 			r.Headers = []Header{{"id", []byte(id)}, {"client", []byte(o.prefix)}}
-			if !o.textOnly {
+			if !o.textOnly && !o.textHeaders {
 				r.Headers[0].Value = append(r.Headers[0].Value, 0, 0xff)
 			}
 		}
@@ -531,13 +533,17 @@ func waitFor(ctx context.Context, what string, cond func() bool) error {
 	return nil
 }
 
-// goModVersion is the version of a module this test binary was built with.
+// goModVersion is the version of a module as go.mod requires it (the version this test
+// binary was built with).
 func goModVersion(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return d.Version
-			}
+	b, err := os.ReadFile(filepath.Join(compatDir(), "..", "go.mod"))
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == path {
+			return f[1]
 		}
 	}
 	return "unknown"

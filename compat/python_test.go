@@ -36,7 +36,7 @@ func kafkaPython(apiVersion []int, name string) *scriptClient {
 	}
 	if apiVersion != nil {
 		c.extra = map[string]any{"api_version": apiVersion}
-		c.caps = Caps{Codecs: []string{"none", "gzip", "snappy", "lz4"}, Timestamps: apiVersion[1] >= 10}
+		c.caps = Caps{Codecs: []string{"none", "gzip", "snappy", "lz4"}, Timestamps: apiVersion[1] >= 10, SkipsCompression: true}
 	}
 	return c
 }

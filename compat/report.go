@@ -71,12 +71,14 @@ type API struct {
 	Max  int16  `json:"max"`
 }
 
-// ClientInfo names a client and the version the suite ran.
+// ClientInfo names a client and the version the suite ran. A variant (e.g. a client pinned
+// to an old protocol version) names its base client and is left out of the clients table.
 type ClientInfo struct {
 	Name     string `json:"name"`
 	Language string `json:"language"`
 	Version  string `json:"version"`
 	Order    int    `json:"order"`
+	Variant  string `json:"variant,omitempty"`
 }
 
 // Report is everything one run of the suite recorded.
@@ -121,7 +123,9 @@ func (r *Report) Markdown(w io.Writer) error {
 	if len(clients) > 0 {
 		b.WriteString("## Clients\n\n| client | language | version |\n|---|---|---|\n")
 		for _, c := range clients {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, c.Language, c.Version)
+			if c.Variant == "" {
+				fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, c.Language, c.Version)
+			}
 		}
 		b.WriteString("\n")
 	}

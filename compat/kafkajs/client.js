@@ -129,6 +129,8 @@ async function read (req, { fromBeginning, partition = null, position = async ()
   const consumer = kafka(req).consumer({ groupId: groupId(), maxWaitTimeInMs: 100 })
   await consumer.connect()
   const out = []
+  let crash = null
+  consumer.on(consumer.events.CRASH, (e) => { crash = e.payload.error })
   try {
     await consumer.subscribe({ topic: req.topic, fromBeginning })
     await consumer.run({
@@ -138,7 +140,8 @@ async function read (req, { fromBeginning, partition = null, position = async ()
       },
     })
     await position(consumer)
-    await until(`read ${req.n} records`, () => out.length >= req.n)
+    await until(`read ${req.n} records`, () => out.length >= req.n || crash)
+    if (crash) throw crash
     return { records: out }
   } finally {
     await consumer.disconnect()

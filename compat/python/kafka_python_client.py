@@ -27,8 +27,10 @@ def versioned(req, **kw):
 
 
 def from_record(m):
+    # Message format v0 has no timestamp: kafka-python reports None or -1.
+    ts = -1 if m.timestamp is None else m.timestamp
     return rec_out(m.partition, m.offset, m.key, m.value,
-                   [(k, v) for k, v in (m.headers or [])], m.timestamp)
+                   [(k, v) for k, v in (m.headers or [])], ts)
 
 
 def op_version(req):
@@ -74,7 +76,7 @@ def produce(req, **extra):
                 headers=[(h["key"], unb64(h["value"])) for h in (r.get("headers") or [])] or None,
                 partition=None if r["partition"] < 0 else r["partition"],
                 timestamp_ms=r["timestamp"] or None))
-        p.flush()
+        p.flush(timeout=30)
         for f in futures:
             f.get(timeout=30)
         return {}
