@@ -7,8 +7,19 @@ import (
 )
 
 // LeaveGroup v0-v5: members leave at once; v3+ takes a batch of members (by member id, or by
-// group instance id alone), v5 a reason per member (logged by nobody: Kafka only logs it).
+// group instance id alone), v5 a reason per member, which is logged as Kafka does.
 
-func handleLeaveGroup(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
-	return msg(h.Groups.LeaveGroup(ctx, r.(*kmsg.LeaveGroupRequest)))
+func handleLeaveGroup(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.LeaveGroupRequest)
+	resp := h.Groups.LeaveGroup(ctx, req)
+	for i, m := range req.Members {
+		if i < len(resp.Members) && resp.Members[i].ErrorCode == 0 {
+			reason := ""
+			if m.Reason != nil {
+				reason = *m.Reason
+			}
+			h.Log.Info("member left group", "group", req.Group, "member", m.MemberID, "client_id", c.ClientID, "reason", reason)
+		}
+	}
+	return msg(resp)
 }
