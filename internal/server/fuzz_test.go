@@ -178,7 +178,7 @@ func skipTagBuffer(b []byte) ([]byte, bool) {
 
 // probe checks that the broker accepts a new connection and answers ApiVersions on it.
 func probe(t *testing.T, addr string) {
-	c, err := net.Dial("tcp", addr)
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		t.Fatalf("broker no longer accepts connections: %v", err)
 	}
@@ -195,7 +195,7 @@ func probe(t *testing.T, addr string) {
 // sends until it closes its side. Reading runs alongside writing so a large answer cannot
 // stall the broker while the request is still going out.
 func exchange(t *testing.T, addr string, out []byte) []byte {
-	c, err := net.Dial("tcp", addr)
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
