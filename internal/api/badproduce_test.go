@@ -128,3 +128,18 @@ func TestLegacyProduce(t *testing.T) {
 		t.Fatalf("fetch v2 should return magic 1 messages, got %d bytes", len(raw))
 	}
 }
+
+// Clients cannot write to internal topics: only the group coordinator appends to
+// __consumer_offsets (Kafka answers INVALID_TOPIC_EXCEPTION).
+func TestProduceToInternalTopicRefused(t *testing.T) {
+	b := testutil.StartBroker(t)
+	cl := newClient(t, b.Addr())
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = "g" // creates __consumer_offsets
+	req.CoordinatorKeys = []string{"g"}
+	request[*kmsg.FindCoordinatorResponse](t, cl, req)
+	r := produceRaw(t, cl, "__consumer_offsets", producerBatch(t, -1, -1, -1, 1))
+	if r.ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("produce to __consumer_offsets: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

@@ -71,6 +71,10 @@ func (h *Handler) produce(version int16, topic string, part int32, records []byt
 	if err != nil {
 		return replica.AppendResult{}, hdrs, err
 	}
+	if t := h.Meta.Image().Topic(topic); t != nil && t.Internal {
+		// Only the coordinators write internal topics (Kafka: "Cannot append to internal topic").
+		return replica.AppendResult{}, hdrs, fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, topic)
+	}
 	s := p.Settings()
 	raw, hdrs, err := prepareBatches(version, records, s, nowMs, hdrs)
 	if err != nil {
