@@ -66,6 +66,9 @@ func testDiskFault(t *testing.T, configs map[string]*string, inject func(*storag
 	// The fault: the next write (or fsync) of a .log fails, and it is partition 0's.
 	inject(ffs)
 	fired := ffs.Fired()
+	// KAFKA_STORAGE_ERROR is retriable: franz-go retries, refreshes metadata, sees the
+	// partition offline there and fails the record with the error once its retries are spent.
+	// A short metadata min age makes those refreshes (5 s apart by default) quick.
 	failing := newClient(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
 		kgo.RecordRetries(2), kgo.MetadataMinAge(50*time.Millisecond), kgo.RecordDeliveryTimeout(20*time.Second))
 	err := failing.ProduceSync(ctxT(t), &kgo.Record{Topic: "disk", Partition: 0, Value: []byte("fails")}).FirstErr()
