@@ -39,10 +39,10 @@ import (
 //
 // Run it with: go test ./internal/server -run '^$' -fuzz FuzzConn -fuzztime 2m
 func FuzzConn(f *testing.F) {
-	for _, s := range fuzzSeeds(f) {
+	b := testutil.StartBroker(f, "auto.create.topics.enable=true")
+	for _, s := range fuzzSeeds(f, b.Handler()) {
 		f.Add(s)
 	}
-	b := testutil.StartBroker(f, "auto.create.topics.enable=true")
 	var w io.Writer = io.Discard
 	if os.Getenv("GREGOR_TEST_LOG") != "" {
 		w = os.Stderr
@@ -293,9 +293,10 @@ func checkFramedAnswer(t *testing.T, frame []byte, resps [][]byte) {
 	}
 }
 
-// fuzzSeeds are valid requests of every served API key (several versions), a pipelined
-// stream, and the bad frames of TestBadFramesCloseTheConnection.
-func fuzzSeeds(tb testing.TB) [][]byte {
+// fuzzSeeds are valid requests of every API key h serves — filled in for the keys below, at
+// several versions; a default request at the lowest and highest version for any other served
+// key — a pipelined stream of them, and the bad frames of TestBadFramesCloseTheConnection.
+func fuzzSeeds(tb testing.TB, h server.Handler) [][]byte {
 	rf := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz"))
 	rec, err := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
 		[]batch.Record{{Key: []byte("k"), Value: []byte("v")}}, batch.CodecNone)
@@ -425,6 +426,22 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	ip := kmsg.NewPtrInitProducerIDRequest()
 	ip.TransactionTimeoutMillis = 60000
 	add(ip, 0, 4)
+
+	covered := map[int16]bool{}
+	for _, r := range reqs {
+		covered[r.Key()] = true
+	}
+	for key := int16(0); key < 100; key++ {
+		lo, hi, ok := h.Versions(key)
+		if !ok || covered[key] || kmsg.RequestForKey(key) == nil {
+			continue
+		}
+		for _, v := range []int16{lo, hi} {
+			r := kmsg.RequestForKey(key)
+			r.SetVersion(v)
+			reqs = append(reqs, r)
+		}
+	}
 
 	var seeds [][]byte
 	var stream []byte
