@@ -218,8 +218,12 @@ func abbrev(b []byte) []byte {
 	return b
 }
 
-// id is the record's identity: the value's text up to the first '|'.
+// id is the record's identity: the value's text up to the first '|', or the key of a record
+// with a null value.
 func (r Rec) id() string {
+	if r.Value == nil {
+		return string(r.Key)
+	}
 	if i := bytes.IndexByte(r.Value, '|'); i >= 0 {
 		return string(r.Value[:i])
 	}
@@ -238,8 +242,9 @@ type genOpts struct {
 	textHeaders bool
 }
 
-// genRecords makes n records with keys, binary values (every byte but '\n' unless textOnly),
-// a large compressible value every 7th record, two headers and increasing timestamps.
+// genRecords makes n records with keys (every tenth null), binary values (every byte but
+// '\n' and '\t' unless textOnly; every tenth null, a tombstone), a large compressible value
+// every 7th record, two headers and increasing timestamps.
 func genRecords(o genOpts) []Rec {
 	recs := make([]Rec, o.n)
 	for i := range recs {
@@ -257,12 +262,18 @@ func genRecords(o genOpts) []Rec {
 			if o.textOnly {
 				c = 'a' + c%26
 			}
-			if c == '\n' {
+			if c == '\n' || c == '\t' { // line and key delimiters of kcat's input
 				c = 0
 			}
 			v = append(v, c)
 		}
 		r := Rec{Partition: -1, Key: []byte(fmt.Sprintf("key-%d", i%5)), Value: v}
+		switch i % 10 {
+		case 9:
+			r.Key = nil // a null key, distinct from an empty one
+		case 4:
+			r.Key, r.Value = []byte(id), nil // a tombstone: null value, the id in the key
+		}
 		if o.partition != nil {
 			r.Partition = o.partition(i)
 		}
@@ -297,7 +308,7 @@ func diffRec(want, got Rec, o cmpOpts) string {
 	if !bytes.Equal(want.Key, got.Key) || (want.Key == nil) != (got.Key == nil) {
 		d = append(d, fmt.Sprintf("key %q != %q", got.Key, want.Key))
 	}
-	if !bytes.Equal(want.Value, got.Value) {
+	if !bytes.Equal(want.Value, got.Value) || (want.Value == nil) != (got.Value == nil) {
 		d = append(d, fmt.Sprintf("value %q(%dB) != %q(%dB)", abbrev(got.Value), len(got.Value), abbrev(want.Value), len(want.Value)))
 	}
 	if !o.noHeaders && !sameHeaders(want.Headers, got.Headers) {

@@ -131,11 +131,13 @@ func kafkaGoWrite(ctx context.Context, addr, topic, codec string, recs []Rec) er
 	for i, r := range recs {
 		msgs[i] = toKafkaGo(r)
 		if r.Partition >= 0 {
-			explicit[string(r.Value)] = int(r.Partition)
+			explicit[r.id()] = int(r.Partition)
 		}
 	}
 	if len(explicit) > 0 {
-		w.Balancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return explicit[string(m.Value)] })
+		w.Balancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int {
+			return explicit[Rec{Key: m.Key, Value: m.Value}.id()]
+		})
 	}
 	err := w.WriteMessages(ctx, msgs...)
 	if wes := (kafka.WriteErrors{}); errors.As(err, &wes) {

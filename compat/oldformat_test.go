@@ -112,4 +112,7 @@ func runOld(t *testing.T, c oldClient, name string) {
 		checkSame(t, want, got, cmpOpts{noHeaders: true})
 		t.Note("headers dropped: message format v%d has none", c.magic)
 	})
+	step(t, sc, name, "group", func(t *stepT) {
+		groupStep(t, c, &b)
+	})
 }

@@ -52,6 +52,7 @@ var OldSteps = []Step{
 	{"produce", "produce", "v0/v1 message sets, up-converted by the broker; a current client reads them back"},
 	{"consume", "consume", "old Fetch versions read the client's own records back"},
 	{"read-new", "reads current clients", "records written by a current client (v2 batches), down-converted"},
+	{"group", "group", "the scenario's group step with the client's old group protocol versions"},
 }
 
 // Outcome is the result of one (client, step).

@@ -111,7 +111,13 @@ func (c saramaClient) producer(addr string, codec string, manual bool) (sarama.S
 }
 
 func toSarama(topic string, r Rec) *sarama.ProducerMessage {
-	m := &sarama.ProducerMessage{Topic: topic, Partition: r.Partition, Key: sarama.ByteEncoder(r.Key), Value: sarama.ByteEncoder(r.Value)}
+	m := &sarama.ProducerMessage{Topic: topic, Partition: r.Partition}
+	if r.Key != nil { // a nil Encoder is a null key or value; ByteEncoder(nil) an empty one
+		m.Key = sarama.ByteEncoder(r.Key)
+	}
+	if r.Value != nil {
+		m.Value = sarama.ByteEncoder(r.Value)
+	}
 	if r.Timestamp != 0 {
 		m.Timestamp = time.UnixMilli(r.Timestamp)
 	}
@@ -272,6 +278,9 @@ func (m *saramaMember) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.
 
 func (c saramaClient) Group(ctx context.Context, addr, topic, group string, recs []Rec) ([2]Member, error) {
 	var members [2]Member
+	if c.old() && !c.version.IsAtLeast(sarama.V0_10_2_0) {
+		return members, notSupported("sarama's consumer groups need Version V0_10_2_0 or later")
+	}
 	cfg := c.config()
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = false

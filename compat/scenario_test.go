@@ -238,7 +238,7 @@ func runScenario(t *testing.T, c Client) {
 		for i := range v[6:] {
 			if caps.TextOnly {
 				v[6+i] = 'a' + v[6+i]%26
-			} else if v[6+i] == '\n' {
+			} else if v[6+i] == '\n' || v[6+i] == '\t' {
 				v[6+i] = 0
 			}
 		}
