@@ -166,6 +166,11 @@ func (f *fetch) read() (int, bool) {
 			}
 			fp.records, fp.file = nil, Part{}
 			fp.errCode = 0
+			if zstdRefused(f.req.Version, p) {
+				fp.errCode = kerr.UnsupportedCompressionType.Code
+				anyErr = true
+				continue
+			}
 			hw := p.HighWatermark()
 			fp.hw, fp.lso, fp.logStart = hw, hw, p.Log().LogStartOffset()
 			if f.req.Version >= 9 && rp.CurrentLeaderEpoch > leaderEpoch {
@@ -190,6 +195,13 @@ func (f *fetch) read() (int, bool) {
 		}
 	}
 	return total, anyErr
+}
+
+// zstdRefused: like Kafka (KIP-110), Fetch versions below 10 (clients older than zstd) get
+// UNSUPPORTED_COMPRESSION_TYPE instead of records from a topic whose compression.type is zstd.
+func zstdRefused(version int16, p *replica.Partition) bool {
+	s := p.Settings()
+	return version < 10 && s.Recompress && s.Compression == batch.CodecZstd
 }
 
 // readPartition reads one partition's batches into fp, returning the bytes read.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/gregor-project/gregor/internal/testutil"
 )
@@ -105,6 +106,28 @@ func TestFetchErrors(t *testing.T) {
 	resp = request[*kmsg.FetchResponse](t, cl, req)
 	if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Fatalf("unknown session: error %d", resp.ErrorCode)
+	}
+}
+
+// A topic whose compression.type is zstd answers Fetch versions below 10 with
+// UNSUPPORTED_COMPRESSION_TYPE and no records, as Kafka does (KIP-110): those clients predate
+// zstd. Found by the compatibility suite (sarama and kafka-python pinned to old versions).
+func TestFetchZstdTopicOldVersions(t *testing.T) {
+	b := testutil.StartBroker(t)
+	zstd := "zstd"
+	createTopic(t, b.Addr(), "z", 1, map[string]*string{"compression.type": &zstd})
+	produceSync(t, newClient(t, b.Addr()), &kgo.Record{Topic: "z", Value: []byte("x")})
+	for _, v := range []int16{0, 3, 4, 9, 10, 11} {
+		vs := kversion.Stable()
+		vs.SetMaxKeyVersion(kmsg.Fetch.Int16(), v)
+		cl := newClient(t, b.Addr(), kgo.MaxVersions(vs))
+		p := request[*kmsg.FetchResponse](t, cl, fetchReq(t, b.Addr(), "z", 0, 0, 0)).Topics[0].Partitions[0]
+		if v < 10 && (p.ErrorCode != kerr.UnsupportedCompressionType.Code || len(p.RecordBatches) != 0) {
+			t.Fatalf("fetch v%d: error %d, %d record bytes; want UNSUPPORTED_COMPRESSION_TYPE", v, p.ErrorCode, len(p.RecordBatches))
+		}
+		if v >= 10 && (p.ErrorCode != 0 || len(p.RecordBatches) == 0) {
+			t.Fatalf("fetch v%d: error %d, %d record bytes; want the record", v, p.ErrorCode, len(p.RecordBatches))
+		}
 	}
 }
 
