@@ -115,4 +115,15 @@ func runOld(t *testing.T, c oldClient, name string) {
 	step(t, sc, name, "group", func(t *stepT) {
 		groupStep(t, c, &b)
 	})
+	step(t, sc, name, "zstd-topic", func(t *stepT) {
+		zstd := "zstd"
+		createTopic(t, b.Addr(), "zstd", 1, map[string]*string{"compression.type": &zstd})
+		want := refProduce(t, b.Addr(), "zstd", genRecords(genOpts{prefix: "zstd", n: 5, partition: func(int) int32 { return 0 }}))
+		exp := c.Expect("zstd-topic")
+		got, err := c.Consume(ctxFor(t, 10*time.Second), b.Addr(), "zstd", len(want))
+		if err == nil || !exp.Match(err) {
+			t.Fatalf("read a zstd topic with an old Fetch version: got %v (%d records), want %s", err, len(got), exp.Desc)
+		}
+		t.Note("%s", exp.Desc)
+	})
 }

@@ -53,6 +53,7 @@ var OldSteps = []Step{
 	{"consume", "consume", "old Fetch versions read the client's own records back"},
 	{"read-new", "reads current clients", "records written by a current client (v2 batches), down-converted"},
 	{"group", "group", "the scenario's group step with the client's old group protocol versions"},
+	{"zstd-topic", "zstd topic", "reading a topic whose compression.type is zstd: UNSUPPORTED_COMPRESSION_TYPE below Fetch v10, as from Kafka"},
 }
 
 // Outcome is the result of one (client, step).

@@ -395,6 +395,8 @@ func (c saramaClient) Expect(kind string) Expectation {
 	case "out-of-range":
 		return Expectation{Desc: "ConsumePartition returns sarama.ErrOffsetOutOfRange (sarama resets only committed group offsets)",
 			Match: is(sarama.ErrOffsetOutOfRange)}
+	case "zstd-topic":
+		return Expectation{Desc: "ConsumerError sarama.ErrUnsupportedCompressionType", Match: is(sarama.ErrUnsupportedCompressionType)}
 	default:
 		return Expectation{Desc: "sarama.ErrMessageSizeTooLarge", Match: is(sarama.ErrMessageSizeTooLarge)}
 	}

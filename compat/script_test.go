@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/gregor-project/gregor/compat"
 )
@@ -41,6 +42,7 @@ type scriptRequest struct {
 	Timestamp int64          `json:"timestamp,omitempty"`
 	Group     string         `json:"group,omitempty"`
 	Config    string         `json:"config,omitempty"`
+	Timeout   float64        `json:"timeout,omitempty"` // seconds the script may wait for records
 	Extra     map[string]any `json:"extra,omitempty"`
 }
 
@@ -79,6 +81,11 @@ func (c *scriptClient) call(ctx context.Context, op string, req scriptRequest) (
 		return nil, notSupported("%s", why)
 	}
 	req.Extra = c.extra
+	if d, ok := ctx.Deadline(); ok {
+		// The script gives up waiting for records a little before it would be killed, so
+		// that it can report what the client said meanwhile.
+		req.Timeout = max(1, time.Until(d).Seconds()-2)
+	}
 	in, err := json.Marshal(req)
 	if err != nil {
 		return nil, err

@@ -29,9 +29,13 @@ def rec_out(partition, offset, key, value, headers, timestamp):
     }
 
 
-def deadline_loop(seconds):
+# Seconds to wait for records: the request's "timeout" (set by main), else 60.
+TIMEOUT = 60
+
+
+def deadline_loop(seconds=None):
     """Yields until the deadline passes (a condition is polled in the loop's body)."""
-    end = time.monotonic() + seconds
+    end = time.monotonic() + (TIMEOUT if seconds is None else seconds)
     while time.monotonic() < end:
         yield
         time.sleep(0.01)
@@ -45,7 +49,9 @@ def main(ops, classify):
     """Runs op_<argv[1]> with the request on stdin; a client error becomes the response's
     error (classify(e) -> type, code, message), anything else a traceback and exit 2."""
     op = sys.argv[1].replace("-", "_")
+    global TIMEOUT
     req = json.load(sys.stdin) if op != "version" else {}
+    TIMEOUT = req.get("timeout") or TIMEOUT
     fn = ops.get("op_" + op)
     if fn is None:
         print("unknown op " + op, file=sys.stderr)

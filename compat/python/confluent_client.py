@@ -98,7 +98,7 @@ def consumer(req, group="compat-assign"):
                                  "enable.auto.commit": False}))
 
 
-def poll_n(c, n, timeout=60):
+def poll_n(c, n, timeout=None):
     out = []
     for _ in deadline_loop(timeout):
         m = c.poll(0.1)
