@@ -50,14 +50,19 @@ function recOut (partition, m) {
   }
 }
 
-// until polls cond every 10 ms until it holds or the deadline passes.
-async function until (what, cond, seconds = 60) {
+// until polls cond every 10 ms (running refresh first, when given) until it holds or the
+// deadline passes: by default the request's timeout, which ends before the suite's.
+async function until (what, cond, seconds = timeout, refresh = async () => {}) {
   const end = Date.now() + seconds * 1000
-  while (!cond()) {
+  for (;;) {
+    await refresh()
+    if (cond()) return
     if (Date.now() > end) throw new Error(`timed out: ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
 }
+
+let timeout = 60
 
 const ops = {}
 
@@ -83,12 +88,14 @@ ops.admin = async (req) => {
     const md = await admin.fetchTopicMetadata({ topics: [topic] })
     res.Partitions = md.topics[0].partitions.length
     await admin.deleteTopics({ topics: [topic] })
-    const end = Date.now() + 30000
-    while (Date.now() < end) {
-      if (!(await admin.listTopics()).includes(topic)) {
-        res.GoneAfterDelete = true
-        break
-      }
+    let listed = true
+    try {
+      await until('deleted topic unlisted', () => !listed, 30, async () => {
+        listed = (await admin.listTopics()).includes(topic)
+      })
+      res.GoneAfterDelete = true
+    } catch (e) {
+      process.stderr.write(`${e}\n`)
     }
     return { admin: res }
   } finally {
@@ -234,7 +241,9 @@ async function main () {
   for await (const chunk of process.stdin) input += chunk
   let resp
   try {
-    resp = await fn(input ? JSON.parse(input) : {})
+    const req = input ? JSON.parse(input) : {}
+    timeout = req.timeout || timeout
+    resp = await fn(req)
   } catch (e) {
     process.stderr.write(`${e.stack || e}\n`)
     resp = { error: classify(e) }
