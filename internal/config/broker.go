@@ -120,6 +120,17 @@ type Broker struct {
 	GroupMaxSessionTimeoutMs        int32 // group.max.session.timeout.ms
 	GroupMaxSize                    int32 // group.max.size
 
+	// Consumer groups of KIP-848's consumer protocol.
+	GroupConsumerSessionTimeoutMs       int32    // group.consumer.session.timeout.ms
+	GroupConsumerMinSessionTimeoutMs    int32    // group.consumer.min.session.timeout.ms
+	GroupConsumerMaxSessionTimeoutMs    int32    // group.consumer.max.session.timeout.ms
+	GroupConsumerHeartbeatIntervalMs    int32    // group.consumer.heartbeat.interval.ms
+	GroupConsumerMinHeartbeatIntervalMs int32    // group.consumer.min.heartbeat.interval.ms
+	GroupConsumerMaxHeartbeatIntervalMs int32    // group.consumer.max.heartbeat.interval.ms
+	GroupConsumerMaxSize                int32    // group.consumer.max.size
+	GroupConsumerAssignors              []string // group.consumer.assignors
+	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
+
 	// Transactions and producer ids.
 	TransactionStateLogNumPartitions     int32 // transaction.state.log.num.partitions
 	TransactionStateLogReplicationFactor int16 // transaction.state.log.replication.factor (Kafka: 3; here 1)
@@ -294,6 +305,15 @@ var brokerDefList = []*brokerDef{
 	{name: "group.min.session.timeout.ms", vt: intType(noMin, noMax), dflt: num(6000), field: func(b *Broker) any { return &b.GroupMinSessionTimeoutMs }, doc: "Least session timeout a group member may ask for."},
 	{name: "group.max.session.timeout.ms", vt: intType(noMin, noMax), dflt: num(1800000), field: func(b *Broker) any { return &b.GroupMaxSessionTimeoutMs }, doc: "Greatest session timeout a group member may ask for."},
 	{name: "group.max.size", vt: vtPositiveInt, dflt: num(maxInt), field: func(b *Broker) any { return &b.GroupMaxSize }, doc: "Most members in one consumer group."},
+	{name: "group.consumer.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupConsumerSessionTimeoutMs }, doc: "Session timeout of consumer-protocol (KIP-848) group members."},
+	{name: "group.consumer.min.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupConsumerMinSessionTimeoutMs }, doc: "Least consumer-protocol session timeout (bounds per-group overrides; accepted, unused)."},
+	{name: "group.consumer.max.session.timeout.ms", vt: vtPositiveInt, dflt: num(60000), field: func(b *Broker) any { return &b.GroupConsumerMaxSessionTimeoutMs }, doc: "Greatest consumer-protocol session timeout (bounds per-group overrides; accepted, unused)."},
+	{name: "group.consumer.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerHeartbeatIntervalMs }, doc: "Heartbeat interval told to consumer-protocol group members."},
+	{name: "group.consumer.min.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerMinHeartbeatIntervalMs }, doc: "Least consumer-protocol heartbeat interval (bounds per-group overrides; accepted, unused)."},
+	{name: "group.consumer.max.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(15000), field: func(b *Broker) any { return &b.GroupConsumerMaxHeartbeatIntervalMs }, doc: "Greatest consumer-protocol heartbeat interval (bounds per-group overrides; accepted, unused)."},
+	{name: "group.consumer.max.size", vt: vtPositiveInt, dflt: num(maxInt), field: func(b *Broker) any { return &b.GroupConsumerMaxSize }, doc: "Most members in one consumer-protocol group."},
+	{name: "group.consumer.assignors", vt: listType(true, "uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"), dflt: str("uniform,range"), field: func(b *Broker) any { return &b.GroupConsumerAssignors }, doc: "Server-side assignors of consumer-protocol groups; the first is used when a member names none."},
+	{name: "group.consumer.migration.policy", vt: stringType("bidirectional", "upgrade", "downgrade", "disabled"), dflt: str("bidirectional"), field: func(b *Broker) any { return &b.GroupConsumerMigrationPolicy }, doc: "Whether classic groups convert to consumer-protocol groups (upgrade), back (downgrade), both or neither."},
 
 	// Transactions and producer ids.
 	{name: "transaction.state.log.num.partitions", vt: vtPositiveInt, dflt: num(50), field: func(b *Broker) any { return &b.TransactionStateLogNumPartitions }, doc: "Partitions of __transaction_state."},

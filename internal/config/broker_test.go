@@ -103,6 +103,15 @@ var kafkaDefaults = map[string]string{
 	"group.min.session.timeout.ms":                     "6000",
 	"group.max.session.timeout.ms":                     "1800000",
 	"group.max.size":                                   "2147483647",
+	"group.consumer.session.timeout.ms":                "45000",
+	"group.consumer.min.session.timeout.ms":            "45000",
+	"group.consumer.max.session.timeout.ms":            "60000",
+	"group.consumer.heartbeat.interval.ms":             "5000",
+	"group.consumer.min.heartbeat.interval.ms":         "5000",
+	"group.consumer.max.heartbeat.interval.ms":         "15000",
+	"group.consumer.max.size":                          "2147483647",
+	"group.consumer.assignors":                         "uniform,range", // Kafka 4: the same two, by class name
+	"group.consumer.migration.policy":                  "bidirectional",
 	"transaction.state.log.num.partitions":             "50",
 	"transaction.state.log.replication.factor":         "1", // Gregor; Kafka: 3
 	"transaction.state.log.min.isr":                    "1", // Gregor; Kafka: 2
