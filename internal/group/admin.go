@@ -18,6 +18,10 @@ func (s *Shard) DescribeGroup(id string) kmsg.DescribeGroupsResponseGroup {
 		d.State = Dead.String()
 		return d
 	}
+	if g.cons != nil && g.state != Dead {
+		s.describeConsumerClassic(g, &d)
+		return d
+	}
 	d.State = g.state.String()
 	d.ProtocolType = g.protocolType
 	stable := g.state == Stable
@@ -53,12 +57,12 @@ func (s *Shard) ListGroups(states, types []string) []kmsg.ListGroupsResponseGrou
 	}
 	var out []kmsg.ListGroupsResponseGroup
 	for _, g := range s.sortedGroups() {
-		if g.state == Dead || !match(states, g.state.String()) || !match(types, g.protocol.String()) {
+		if g.state == Dead || !match(states, g.stateName()) || !match(types, g.protocol.String()) {
 			continue
 		}
 		l := kmsg.NewListGroupsResponseGroup()
 		l.Group, l.ProtocolType = g.ID, g.protocolType
-		l.GroupState, l.GroupType = g.state.String(), g.protocol.String()
+		l.GroupState, l.GroupType = g.stateName(), g.protocol.String()
 		out = append(out, l)
 	}
 	return out
@@ -88,7 +92,7 @@ func (s *Shard) DeleteGroups(now int64, w Waiter, ids []string) Ready {
 			for _, tp := range g.sortedOffsets() {
 				recs = append(recs, Record{Key: offsetKey(g.ID, tp)})
 			}
-			recs = append(recs, Record{Key: groupKey(g.ID)})
+			recs = append(recs, g.tombstones()...)
 		}
 		resp.Groups = append(resp.Groups, r)
 	}

@@ -30,6 +30,7 @@ type Coordinator struct {
 	log      *slog.Logger
 	now      func() time.Time
 	ensure   func(create bool) (int32, error)
+	topics   func() Topics
 
 	ctx    context.Context // cancelled by Close: stops loading
 	cancel context.CancelFunc
@@ -53,6 +54,9 @@ type Options struct {
 	// open in Replicas, or 0 if it does not exist. With create it first creates the topic
 	// (internal, compacted, offsets.topic.num.partitions partitions) if it is missing.
 	EnsureTopic func(create bool) (int32, error)
+	// Topics returns the current view of the cluster's topics, which consumer groups
+	// (KIP-848) assign from; nil: none exist.
+	Topics func() Topics
 }
 
 // ConfigFrom takes a shard Config from the broker's group.* and offsets.* settings.
@@ -66,6 +70,12 @@ func ConfigFrom(b *config.Broker) Config {
 		OffsetsRetentionMs:      int64(b.OffsetsRetentionMinutes) * 60 * 1000,
 		OffsetsRetentionCheckMs: b.OffsetsRetentionCheckIntervalMs,
 		MaxMetadataBytes:        DefaultMaxMetadataBytes,
+
+		ConsumerSessionTimeoutMs:    b.GroupConsumerSessionTimeoutMs,
+		ConsumerHeartbeatIntervalMs: b.GroupConsumerHeartbeatIntervalMs,
+		ConsumerMaxSize:             b.GroupConsumerMaxSize,
+		ConsumerAssignors:           b.GroupConsumerAssignors,
+		ConsumerMigrationPolicy:     b.GroupConsumerMigrationPolicy,
 	}
 }
 
@@ -85,7 +95,8 @@ type shard struct {
 
 // NewCoordinator creates a coordinator; Start loads existing groups.
 func NewCoordinator(o Options) *Coordinator {
-	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic}
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic, topics: o.Topics}
+	c.cfg.consumerDefaults()
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -215,11 +226,19 @@ func (c *Coordinator) step(sh *shard, in func(s *Shard, now int64) Ready) *kerr.
 		return kerr.CoordinatorLoadInProgress
 	}
 	now := c.nowMs()
+	c.viewLocked(sh)
 	r := c.persistLocked(sh, in(sh.mu.core, now), now)
 	c.armLocked(sh)
 	sh.mu.Unlock()
 	c.deliver(r)
 	return nil
+}
+
+// viewLocked hands the core the current topics view (consumer groups assign from it).
+func (c *Coordinator) viewLocked(sh *shard) {
+	if c.topics != nil {
+		sh.mu.core.setTopics(c.topics())
+	}
 }
 
 // persistLocked appends each Write of r (and of the Readys its outcomes produce) and returns
@@ -306,6 +325,7 @@ func (c *Coordinator) tick(sh *shard) {
 		return
 	}
 	now := c.nowMs()
+	c.viewLocked(sh)
 	r := c.persistLocked(sh, sh.mu.core.Tick(now), now)
 	sh.mu.armed = 0
 	c.armLocked(sh)

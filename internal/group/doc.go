@@ -23,10 +23,16 @@
 //
 // # Group protocols
 //
-// A Group carries the protocol that runs it (GroupProtocol). Only the classic protocol
-// (JoinGroup/SyncGroup/Heartbeat/LeaveGroup) is implemented; KIP-848's consumer protocol
-// (ConsumerGroupHeartbeat) is to be added as a second protocol with its own member type and
-// record types (__consumer_offsets key versions 3 and up), next to the classic ones here.
+// A Group carries the protocol that runs it (GroupProtocol):
+//
+//   - ProtocolClassic: JoinGroup/SyncGroup/Heartbeat/LeaveGroup with client-side assignors
+//     (join.go, sync.go, heartbeat.go, leave.go, rebalance.go).
+//   - ProtocolConsumer: KIP-848's ConsumerGroupHeartbeat with server-side assignors
+//     (consumer*.go): group and member epochs, a target assignment per group epoch, and
+//     each member reconciled toward its target one heartbeat at a time, a partition only
+//     handed over once its previous owner revoked it. Classic members may join a consumer
+//     group, and groups convert between the protocols as group.consumer.migration.policy
+//     allows (consumer_classic.go).
 //
 // # Records
 //
@@ -38,6 +44,9 @@
 //	key version 2     GroupMetadataKey{group} -> GroupMetadataValue v3 (generation, protocol
 //	                  type and name, leader, members with subscription and assignment),
 //	                  null value = group deleted
+//	key versions 3-8  the consumer protocol's ConsumerGroup* records (group epoch,
+//	                  subscription metadata, member metadata, target assignment epoch and
+//	                  members, current member assignments), see consumer_records.go
 //
 // A group's coordinator is partition Utils.abs(groupId.hashCode()) % N of __consumer_offsets,
 // with Java's String.hashCode (PartitionFor).

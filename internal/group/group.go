@@ -11,13 +11,18 @@ type GroupProtocol int8
 const (
 	// ProtocolClassic is JoinGroup/SyncGroup/Heartbeat/LeaveGroup with client-side assignors.
 	ProtocolClassic GroupProtocol = iota
-	// The KIP-848 consumer protocol (ConsumerGroupHeartbeat) will be the second value.
+	// ProtocolConsumer is KIP-848's consumer protocol (ConsumerGroupHeartbeat) with
+	// server-side assignors; see consumer.go.
+	ProtocolConsumer
 )
 
 // String is the group type ListGroups v5 reports.
 func (p GroupProtocol) String() string {
-	if p == ProtocolClassic {
+	switch p {
+	case ProtocolClassic:
 		return "classic"
+	case ProtocolConsumer:
+		return "consumer"
 	}
 	return "unknown"
 }
@@ -84,6 +89,11 @@ type Group struct {
 
 	offsets        map[TopicPartition]*Offset
 	pendingCommits map[TopicPartition]int // commits whose records are not yet appended
+
+	// cons is the consumer protocol's state when protocol is ProtocolConsumer, else nil.
+	// Such a group keeps no classic members: state is Empty or Stable (as the classic
+	// code paths see it; ConsumerState has the KIP-848 state) or Dead.
+	cons *consumerGroup
 }
 
 // Member is a classic-protocol group member.

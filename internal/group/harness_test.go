@@ -241,6 +241,9 @@ func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
 
 // checkInvariants verifies the invariants stated on Group.
 func (g *Group) checkInvariants() error {
+	if g.cons != nil {
+		return g.cons.checkInvariants()
+	}
 	if len(g.members) != len(g.order) {
 		return fmt.Errorf("%d members but %d in order", len(g.members), len(g.order))
 	}

@@ -32,6 +32,8 @@ func (s *Shard) heartbeat(req *kmsg.HeartbeatRequest) *kerr.Error {
 		return kerr.UnknownMemberID
 	case g.state == Dead:
 		return kerr.CoordinatorNotAvailable
+	case g.cons != nil:
+		return s.classicHeartbeatConsumer(g, req)
 	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err

@@ -79,9 +79,12 @@ func (s *Shard) joinGroup(w Waiter, req *kmsg.JoinGroupRequest, c Client) {
 		g = newGroup(req.Group, s.now)
 		s.groups[g.ID] = g
 	}
-	if g.protocol != ProtocolClassic {
-		s.reply(w, joinError(a.memberID, kerr.InconsistentGroupProtocol))
-		return
+	if g.cons != nil {
+		if len(g.cons.members) > 0 {
+			s.classicJoinConsumer(g, a) // a classic member of a consumer group
+			return
+		}
+		s.replaceConsumerWithClassic(g)
 	}
 	switch {
 	case !s.acceptJoiningMember(g, a.memberID):

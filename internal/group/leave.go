@@ -11,6 +11,10 @@ import (
 // v0-v2 name one member and report its error at the top level.
 func (s *Shard) LeaveGroup(now int64, w Waiter, req *kmsg.LeaveGroupRequest) Ready {
 	s.begin(now)
+	if g := s.groups[req.Group]; g != nil && g.cons != nil && g.state != Dead {
+		s.classicLeaveConsumer(w, g, req)
+		return s.end()
+	}
 	s.reply(w, s.leaveGroup(req))
 	return s.end()
 }

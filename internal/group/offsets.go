@@ -73,7 +73,7 @@ func (s *Shard) commitOffsets(w Waiter, req *kmsg.OffsetCommitRequest) {
 		g = newGroup(req.Group, s.now)
 		g.protocolType = ""
 		s.groups[g.ID] = g
-	} else if err := g.validateOffsetCommit(req.MemberID, req.InstanceID, req.Generation); err != nil {
+	} else if err := g.validateCommit(req); err != nil {
 		setCommitErrors(resp, err, nil)
 		s.reply(w, resp)
 		return
@@ -172,6 +172,12 @@ func (s *Shard) FetchOffsets(req *kmsg.OffsetFetchRequestGroup, requireStable bo
 	g := s.groups[req.Group]
 	if g != nil && g.state == Dead {
 		g = nil
+	}
+	if g != nil {
+		if err := g.validateFetch(req); err != nil {
+			resp.ErrorCode = err.Code
+			return resp
+		}
 	}
 	part := func(tp TopicPartition) kmsg.OffsetFetchResponseGroupTopicPartition {
 		p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
@@ -326,7 +332,7 @@ func (s *Shard) expireOffsets() {
 	for _, g := range dead {
 		g.transition(Dead, s.now)
 		delete(s.groups, g.ID)
-		recs = append(recs, Record{Key: groupKey(g.ID)})
+		recs = append(recs, g.tombstones()...)
 	}
 	if len(recs) > 0 {
 		n := len(recs)

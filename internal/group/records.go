@@ -93,6 +93,8 @@ func (s *Shard) Replay(key, value []byte) error {
 		return s.replayOffset(key, value)
 	case 2:
 		return s.replayGroup(key, value)
+	case cgMetadataKey, cgPartitionMetadataKey, cgMemberMetadataKey, cgTargetMetadataKey, cgTargetMemberKey, cgCurrentAssignmentKey:
+		return s.replayConsumer(v, key, value)
 	default:
 		return fmt.Errorf("%w: key version %d", ErrUnknownRecord, v)
 	}

@@ -104,7 +104,7 @@ func TestRecordsUseKafkaFormat(t *testing.T) {
 			t.Fatalf("key version %d", v)
 		}
 	}
-	if err := h.s.Replay([]byte{0, 3, 0, 0}, nil); !errors.Is(err, ErrUnknownRecord) {
+	if err := h.s.Replay([]byte{0, 11, 0, 0}, nil); !errors.Is(err, ErrUnknownRecord) {
 		t.Fatalf("unknown record type: %v", err)
 	}
 	if err := h.s.Replay([]byte{0, 1, 0}, []byte{1}); !errors.Is(err, ErrCorruptRecord) {

@@ -26,6 +26,13 @@ type Config struct {
 	// NewID returns a fresh random suffix for member ids ("<client.id>-<NewID()>"); nil:
 	// a random UUID. Tests make it deterministic.
 	NewID func() string
+
+	// Consumer groups (KIP-848); zero values take Kafka's defaults.
+	ConsumerSessionTimeoutMs    int32    // group.consumer.session.timeout.ms (45000)
+	ConsumerHeartbeatIntervalMs int32    // group.consumer.heartbeat.interval.ms (5000)
+	ConsumerMaxSize             int32    // group.consumer.max.size (unlimited)
+	ConsumerAssignors           []string // group.consumer.assignors by name, the default first (uniform, range)
+	ConsumerMigrationPolicy     string   // group.consumer.migration.policy (bidirectional)
 }
 
 // DefaultMaxMetadataBytes is Kafka's offset.metadata.max.bytes default.
@@ -89,6 +96,9 @@ type Shard struct {
 	writeSeq  uint64
 	onWritten map[uint64]func(err error)
 
+	topics  Topics     // the latest view a consumer-protocol request brought
+	regexes regexCache // subscription regexes resolved in topics
+
 	// During a step: its time and its output being assembled.
 	now int64
 	out Ready
@@ -105,7 +115,8 @@ func NewShard(cfg Config) *Shard {
 	if cfg.NewMemberJoinTimeoutMs == 0 {
 		cfg.NewMemberJoinTimeoutMs = DefaultNewMemberJoinTimeoutMs
 	}
-	return &Shard{cfg: cfg, groups: map[string]*Group{}, timers: newTimers(), onWritten: map[uint64]func(error){}}
+	cfg.consumerDefaults()
+	return &Shard{cfg: cfg, groups: map[string]*Group{}, timers: newTimers(), onWritten: map[uint64]func(error){}, topics: noTopics{}}
 }
 
 // randomID is a random UUID, as Kafka's member ids end with.
@@ -209,6 +220,12 @@ func (s *Shard) fire(k timerKey) {
 		s.onJoinDeadline(g)
 	case timerSync:
 		s.onSyncExpired(g)
+	case timerConsumerSession:
+		s.onConsumerSessionExpired(g, k.member)
+	case timerConsumerRebalance:
+		s.onConsumerRebalanceExpired(g, k.member)
+	case timerClassicJoin, timerClassicSync:
+		s.onClassicMemberExpired(g, k.member)
 	}
 }
 
@@ -295,6 +312,10 @@ func offsetWriteError(err error) *kerr.Error {
 func (s *Shard) LoadComplete(now int64) Ready {
 	s.begin(now)
 	for _, g := range s.groups {
+		if g.cons != nil {
+			s.loadConsumerGroup(g)
+			continue
+		}
 		g.computeSubscribed()
 		for _, m := range g.order {
 			s.scheduleHeartbeat(g, m, int64(m.SessionTimeoutMs))

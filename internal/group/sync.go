@@ -33,6 +33,10 @@ func (s *Shard) syncGroup(w Waiter, req *kmsg.SyncGroupRequest) {
 		s.reply(w, syncError(kerr.UnknownMemberID))
 		return
 	}
+	if g.cons != nil && g.state != Dead {
+		s.classicSyncConsumer(g, w, req)
+		return
+	}
 	if err := s.validateSync(g, req); err != nil {
 		s.reply(w, syncError(err))
 		return

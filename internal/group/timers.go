@@ -11,6 +11,12 @@ const (
 	timerJoin                       // the join phase: rebalance timeout or initial delay
 	timerSync                       // members of a new generation that have not synced
 	timerExpiry                     // the periodic offset expiry check
+
+	// Consumer groups (KIP-848).
+	timerConsumerSession   // a member's session timeout
+	timerConsumerRebalance // a member's deadline to revoke partitions (its rebalance timeout)
+	timerClassicJoin       // a classic member of a consumer group told to rejoin
+	timerClassicSync       // a classic member of a consumer group that joined but has not synced
 )
 
 type timerKey struct {

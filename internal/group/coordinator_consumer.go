@@ -1,0 +1,32 @@
+package group
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ConsumerGroupHeartbeat answers once the heartbeat's records are appended.
+func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest, client Client) *kmsg.ConsumerGroupHeartbeatResponse {
+	msg, err := c.call(ctx, req.Group, func(s *Shard, now int64, w Waiter) Ready {
+		return s.ConsumerGroupHeartbeat(now, w, req, client, nil)
+	})
+	if err != nil {
+		r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+		r.ErrorCode = err.Code
+		r.HeartbeatIntervalMillis = c.cfg.ConsumerHeartbeatIntervalMs
+		return r
+	}
+	return msg.(*kmsg.ConsumerGroupHeartbeatResponse)
+}
+
+// DescribeConsumerGroup describes one consumer group (ConsumerGroupDescribe).
+func (c *Coordinator) DescribeConsumerGroup(id string, version int16) kmsg.ConsumerGroupDescribeResponseGroup {
+	var d kmsg.ConsumerGroupDescribeResponseGroup
+	if err := c.read(id, func(s *Shard) { d = s.DescribeConsumerGroup(id, version, nil) }); err != nil {
+		d = kmsg.NewConsumerGroupDescribeResponseGroup()
+		d.Group = id
+		d.ErrorCode = err.Code
+	}
+	return d
+}
