@@ -72,6 +72,8 @@ func init() {
 		kmsg.DescribeGroups.Int16():          {0, 5, handleDescribeGroups},
 		kmsg.ListGroups.Int16():              {0, 5, handleListGroups},
 		kmsg.DeleteGroups.Int16():            {0, 2, handleDeleteGroups},
+		kmsg.ConsumerGroupHeartbeat.Int16():  {0, 1, handleConsumerGroupHeartbeat},
+		kmsg.ConsumerGroupDescribe.Int16():   {0, 1, handleConsumerGroupDescribe},
 	}
 }
 

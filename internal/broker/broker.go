@@ -94,7 +94,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		b.replicas.Close()
 		return nil, err
 	}
-	b.handler.Groups = group.NewCoordinator(group.Options{Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, EnsureTopic: b.handler.EnsureOffsetsTopic})
+	b.handler.Groups = group.NewCoordinator(group.Options{Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics})
 	if err := b.handler.Groups.Start(); err != nil {
 		b.replicas.Close()
 		return nil, err

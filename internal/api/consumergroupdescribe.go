@@ -1,0 +1,25 @@
+package api
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ConsumerGroupDescribe v0-v1 (KIP-848): each consumer group's state, group and assignment
+// epochs, assignor, and members with their subscriptions, current and target assignments
+// (v1: and whether each speaks the classic or the consumer protocol). Classic and unknown
+// groups answer GROUP_ID_NOT_FOUND, as Kafka does.
+
+func handleConsumerGroupDescribe(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.ConsumerGroupDescribeRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	for _, id := range req.Groups {
+		d := h.Groups.DescribeConsumerGroup(id, req.Version)
+		if req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
+			d.AuthorizedOperations = groupAuthorizedOps
+		}
+		resp.Groups = append(resp.Groups, d)
+	}
+	return msg(resp)
+}
