@@ -351,7 +351,9 @@ func TestLeaderAlterPartitionAnswers(t *testing.T) {
 		{"UNKNOWN_TOPIC_ID", errRes(kerr.UnknownTopicID), blocked},
 		{"NEW_LEADER_ELECTED", errRes(kerr.NewLeaderElected), blocked},
 		{"NOT_CONTROLLER", errRes(kerr.NotController), resend},
-		{"network error", func(*ISRChange) AlterPartitionResult { return AlterPartitionResult{Err: errors.New("connection reset")} }, resend},
+		{"network error", func(*ISRChange) AlterPartitionResult {
+			return AlterPartitionResult{Err: errors.New("connection reset")}
+		}, resend},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
