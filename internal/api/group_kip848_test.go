@@ -412,3 +412,60 @@ func describe848Members(t *testing.T, addr, group string) []string {
 	}
 	return ids
 }
+
+// Members keep their partitions across a broker restart: the coordinator replays the
+// group's records (members, epochs, assignments) and the members' heartbeats carry on at
+// their epochs, with no rebalance.
+func TestKIP848MembersSurviveBrokerRestart(t *testing.T) {
+	port := testutil.FreePort(t)
+	b := testutil.StartBroker(t, append(slices.Clone(kip848Broker), fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", port))...)
+	createTopic(t, b.Addr(), "six", 6, nil)
+	own := newGroupOwnership()
+	m1 := start848Member(t, b.Addr(), "restart848", "six", "m1", own)
+	m2 := start848Member(t, b.Addr(), "restart848", "six", "m2", own)
+	groupBalanced(t, 6, m1, m2)
+	before := describe848(t, b.Addr(), "restart848")
+	owned := owners(m1, m2)
+
+	b = b.Restart()
+	// Past the session timeout (3 s) the members are still there: they heartbeat again.
+	restarted := time.Now()
+	groupWait(t, 20*time.Second, "members heartbeating past a session timeout after the restart", func() (bool, string) {
+		d := describe848(t, b.Addr(), "restart848")
+		ok := d.ErrorCode == 0 && d.State == "Stable" && len(d.Members) == 2
+		if !ok {
+			t.Fatalf("group after the restart: %+v", d)
+		}
+		return time.Since(restarted) > 3500*time.Millisecond, ""
+	})
+	after := describe848(t, b.Addr(), "restart848")
+	if after.Epoch != before.Epoch || describe848Members(t, b.Addr(), "restart848")[0] != before.Members[0].MemberID {
+		t.Fatalf("the group rebalanced across the restart: epoch %d -> %d", before.Epoch, after.Epoch)
+	}
+	if o := owners(m1, m2); fmt.Sprint(o) != fmt.Sprint(owned) {
+		t.Fatalf("partitions moved across the restart: %v -> %v", owned, o)
+	}
+	own.check(t)
+}
+
+// A running classic group of consumers upgrades online when a consumer-protocol member
+// joins (group.consumer.migration.policy=bidirectional): the classic member keeps
+// consuming, gives up half its partitions when told to rejoin, and no partition is ever
+// owned twice.
+func TestKIP848UpgradesRunningClassicGroup(t *testing.T) {
+	b := testutil.StartBroker(t, kip848Broker...)
+	createTopic(t, b.Addr(), "six", 6, nil)
+	own := newGroupOwnership()
+	m1 := startGroupMember(t, b.Addr(), "upgrade", "six", "classic", own) // cooperative-sticky
+	groupBalanced(t, 6, m1)
+	if d := describe848(t, b.Addr(), "upgrade"); d.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("a classic group answered ConsumerGroupDescribe: %+v", d)
+	}
+	m2 := start848Member(t, b.Addr(), "upgrade", "six", "new", own)
+	groupBalanced(t, 6, m1, m2)
+	own.check(t)
+	d := describe848(t, b.Addr(), "upgrade")
+	if d.ErrorCode != 0 || len(d.Members) != 2 || d.State != "Stable" {
+		t.Fatalf("after the upgrade: %+v", d)
+	}
+}
