@@ -348,15 +348,16 @@ func truncationOffset(local LocalLog, leader EpochEndOffset) (int64, bool) {
 	}
 }
 
-// truncateAction truncates the local log to off (nothing when off is at or past its end) and
-// lowers the high watermark to match.
+// truncateAction truncates the local log to off and lowers the high watermark to match. An
+// off at or past the log end offset still truncates at the log end offset: the log does not
+// change, but the leader epoch cache drops an epoch that starts there with no records (a
+// leader that lost its leadership before writing anything), which would otherwise be the last
+// fetched epoch forever, diverging on every fetch (as Kafka's UnifiedLog.truncateTo).
 func truncateAction(local LocalLog, off int64) FollowerAction {
 	act := NoAction()
-	if off < local.LogEndOffset {
-		act.TruncateTo = off
-		if local.HighWatermark > off {
-			act.HighWatermark = off
-		}
+	act.TruncateTo = min(off, local.LogEndOffset)
+	if local.HighWatermark > act.TruncateTo {
+		act.HighWatermark = act.TruncateTo
 	}
 	return act
 }

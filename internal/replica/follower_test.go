@@ -384,7 +384,7 @@ func TestLeaderEpochChecks(t *testing.T) {
 	}
 
 	n := newNode(t, 1)
-	writeEpochs(t, n, []int32{1, 1, 3, 3, 3, 5}) // 1:[0,2) 3:[2,5) 5:[5,6)
+	writeEpochs(t, n, []int32{1, 1, 3, 3, 3, 5})  // 1:[0,2) 3:[2,5) 5:[5,6)
 	if err := n.epochs.Assign(7, 6); err != nil { // a leader of epoch 7 that has written nothing
 		t.Fatal(err)
 	}
@@ -422,5 +422,37 @@ func TestLeaderEpochChecks(t *testing.T) {
 	}
 	if got := LastOffsetForLeaderEpoch(n.epochs, leo, 9); got != (EpochEndOffset{-1, -1}) {
 		t.Errorf("OffsetForLeaderEpoch(9) = %v", got)
+	}
+}
+
+// A broker that led an epoch without writing anything has that epoch in its cache, at its log
+// end offset, and no batch of it. Following the next leader, the empty epoch must go (Kafka's
+// truncateTo at the log end offset), or every fetch would report it and diverge forever.
+func TestFollowerFormerLeaderWithEmptyEpoch(t *testing.T) {
+	for _, mode := range truncationModes {
+		t.Run(mode.name, func(t *testing.T) {
+			a, b := pair(t, mode.cfg)
+			now := int64(1_000_000)
+			a.lead(regAB(1, 1, 1, 2), now)
+			b.follow(1, 1)
+			a.produce(now, "m1")
+			b.catchUp(a, now)
+			// B leads epoch 2 but writes nothing; A takes over in epoch 3 and writes.
+			b.lead(regAB(2, 2, 1, 2), now)
+			a.follow(2, 2)
+			a.lead(regAB(1, 3, 1, 2), now)
+			a.produce(now, "m2")
+			b.follow(1, 3)
+			if got := b.epochs.LatestEpoch(); got != 2 {
+				t.Fatalf("B's latest epoch %d", got)
+			}
+			b.catchUp(a, now)
+			if got := values(t, b.log); !slices.Equal(got, []string{"0:1:m1", "1:3:m2"}) {
+				t.Fatalf("B's log %v", got)
+			}
+			if got := b.epochs.Entries(); !slices.Equal(got, []storage.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 1}}) {
+				t.Fatalf("B's epochs %v", got)
+			}
+		})
 	}
 }

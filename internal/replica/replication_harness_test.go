@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,6 +22,26 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// noSyncFS is the OS file system without fsync: these tests never lose the page cache, and
+// fsyncs would make up most of their time.
+type noSyncFS struct{ storage.FS }
+
+type noSyncFile struct{ storage.File }
+
+func (noSyncFile) Sync() error { return nil }
+
+func (fs noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (storage.File, error) {
+	f, err := fs.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+var testFS storage.FS = noSyncFS{storage.OS}
+
 type replicaNode struct {
 	t        testing.TB
 	id       int32
@@ -32,12 +53,14 @@ type replicaNode struct {
 	follower *Follower
 	fcfg     FollowerConfig
 	answers  map[any]error // acks=all completions, by token
+	proposal *ISRChange    // the last ISR change the leader proposed, not yet taken
 }
 
 func testLogConfig() storage.Config {
 	c := storage.DefaultConfig()
 	c.SegmentBytes = 2048 // several segments in the longer tests
 	c.IndexIntervalBytes = 128
+	c.SegmentIndexBytes = 4096 // small segments, small indexes: no 10 MB mapping per segment
 	c.FileDeleteDelayMs = 0
 	c.RetentionMs = -1
 	return c
@@ -52,11 +75,11 @@ func newNode(t testing.TB, id int32) *replicaNode {
 
 func (n *replicaNode) open() {
 	n.t.Helper()
-	l, err := storage.Open(storage.OS, n.dir, testLogConfig(), storage.OpenOptions{Clean: true, LogStartOffset: n.lsoCheckpoint(), Logger: quiet})
+	l, err := storage.Open(testFS, n.dir, testLogConfig(), storage.OpenOptions{Clean: true, LogStartOffset: n.lsoCheckpoint(), Logger: quiet})
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	c, err := storage.OpenLeaderEpochCache(storage.OS, l, quiet)
+	c, err := storage.OpenLeaderEpochCache(testFS, l, quiet)
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -124,6 +147,9 @@ func (n *replicaNode) leaderReady() LeaderReady {
 			n.t.Fatalf("produce %v answered twice", c.Token)
 		}
 		n.answers[c.Token] = c.Err
+	}
+	if rd.Proposal != nil {
+		n.proposal = rd.Proposal
 	}
 	n.hw = rd.HighWatermark
 	n.log.SetHighWatermark(n.hw)
@@ -296,8 +322,17 @@ func logBytes(t testing.TB, l *storage.Log, end int64) []byte {
 // values lists the log's records as "offset:epoch:value" from its start to its end.
 func values(t testing.TB, l *storage.Log) []string {
 	t.Helper()
-	b := logBytes(t, l, l.LogEndOffset())
 	var out []string
+	eachRecord(t, l, func(off int64, epoch int32, v string) {
+		out = append(out, fmt.Sprintf("%d:%d:%s", off, epoch, v))
+	})
+	return out
+}
+
+// eachRecord calls fn with every record of the log.
+func eachRecord(t testing.TB, l *storage.Log, fn func(off int64, epoch int32, value string)) {
+	t.Helper()
+	b := logBytes(t, l, l.LogEndOffset())
 	for len(b) > 0 {
 		h, err := batch.ParseHeader(b)
 		if err != nil {
@@ -308,11 +343,10 @@ func values(t testing.TB, l *storage.Log) []string {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			out = append(out, fmt.Sprintf("%d:%d:%s", h.BaseOffset+int64(r.OffsetDelta), h.PartitionLeaderEpoch, r.Value))
+			fn(h.BaseOffset+int64(r.OffsetDelta), h.PartitionLeaderEpoch, string(r.Value))
 		}
 		b = b[h.Size():]
 	}
-	return out
 }
 
 // sameBelow fails unless the nodes' logs are byte-identical below end.
