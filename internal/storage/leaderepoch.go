@@ -243,6 +243,9 @@ func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !assignNeeded(c.load(), EpochEntry{epoch, startOffset}) {
+		return nil // assigned meanwhile
+	}
 	es, removed := assignEpoch(c.load(), EpochEntry{epoch, startOffset})
 	c.warnRemoved(EpochEntry{epoch, startOffset}, removed)
 	return c.publishLocked(es)
@@ -273,11 +276,15 @@ func (c *LeaderEpochCache) AssignBatches(raw []byte) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	es = c.load()
+	cur := c.load()
+	es = cur
 	for _, e := range changed {
 		var removed []EpochEntry
 		es, removed = assignEpoch(es, e)
 		c.warnRemoved(e, removed)
+	}
+	if slices.Equal(es, cur) {
+		return nil // assigned meanwhile
 	}
 	return c.publishLocked(es)
 }
