@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -468,4 +469,47 @@ func TestKIP848UpgradesRunningClassicGroup(t *testing.T) {
 	if d.ErrorCode != 0 || len(d.Members) != 2 || d.State != "Stable" {
 		t.Fatalf("after the upgrade: %+v", d)
 	}
+}
+
+// A regular expression subscription (SubscribedTopicRegex, RE2 matched against whole
+// topic names) is resolved by the coordinator: the member gets the matching topics'
+// partitions, and a matching topic created later joins the assignment.
+func TestKIP848RegexSubscription(t *testing.T) {
+	b := testutil.StartBroker(t, kip848Broker...)
+	for _, topic := range []string{"rx-a", "rx-b", "other"} {
+		createTopic(t, b.Addr(), topic, 3, nil)
+	}
+	var mu sync.Mutex
+	assigned := map[string][]int32{}
+	newClient(t, b.Addr(), kgo.ConsumerGroup("regex848"), kgo.ConsumeRegex(), kgo.ConsumeTopics("rx-.*"), kgo.ServerSideBalancer(),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			for topic, ps := range a {
+				assigned[topic] = append(assigned[topic], ps...)
+			}
+		}))
+	wait := func(want string) {
+		t.Helper()
+		groupWait(t, 20*time.Second, "regex assignment", func() (bool, string) {
+			d := describe848(t, b.Addr(), "regex848")
+			var got []string
+			for _, m := range d.Members {
+				for _, tp := range m.Assignment.TopicPartitions {
+					got = append(got, fmt.Sprintf("%s:%d", tp.Topic, len(tp.Partitions)))
+				}
+			}
+			slices.Sort(got)
+			return strings.Join(got, " ") == want && d.State == "Stable", strings.Join(got, " ")
+		})
+	}
+	wait("rx-a:3 rx-b:3")
+	createTopic(t, b.Addr(), "rx-c", 2, nil)
+	wait("rx-a:3 rx-b:3 rx-c:2")
+	groupWait(t, 20*time.Second, "the client consuming rx-c", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(assigned["rx-c"]) == 2 && len(assigned["other"]) == 0, fmt.Sprint(assigned)
+	})
 }

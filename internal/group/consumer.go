@@ -29,7 +29,9 @@ import (
 type TopicID = [16]byte
 
 // Topics is the cluster's topics as the consumer protocol sees them: an immutable view (a
-// new value for every change), passed in with each consumer-protocol request.
+// new value for every change) the coordinator hands the core with each input. Views are
+// compared with == to notice a change, so implementations must be comparable (a pointer,
+// or a struct of pointers).
 type Topics interface {
 	// Topic returns a topic's id and partition count by name; ok false if it does not exist.
 	Topic(name string) (id TopicID, partitions int32, ok bool)
@@ -265,6 +267,7 @@ type consumerGroup struct {
 	static          map[string]string     // instance id -> member id
 	target          map[string]Assignment // member id -> target assignment
 	subMeta         map[string]topicMeta  // subscribed topics by name
+	metaView        Topics                // the topics view subMeta was computed in (nil: none yet)
 	owners          map[TopicID]map[int32]owner
 }
 

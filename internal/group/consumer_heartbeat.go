@@ -375,12 +375,16 @@ func (s *Shard) updateMember(g *Group, m, nm *ConsumerMember, recs *[]Record) bo
 	}
 	subChanged := !slices.Equal(nm.SubscribedTopics, m.SubscribedTopics) || nm.SubscribedRegex != m.SubscribedRegex
 	bump := cg.epoch == 0 || subChanged
-	meta := s.computeSubMeta(cg, m, nm)
-	if !sameSubMeta(meta, cg.subMeta) {
-		cg.subMeta = meta
-		g.updateSubscribed()
-		*recs = append(*recs, cgSubMetaRecord(g.ID, meta))
-		bump = true
+	// The subscription metadata only changes with a subscription or the topics (Kafka
+	// recomputes it on the same occasions, its metadata refresh).
+	if subChanged || cg.metaView != s.topics {
+		cg.metaView = s.topics
+		if meta := s.computeSubMeta(cg, m, nm); !sameSubMeta(meta, cg.subMeta) {
+			cg.subMeta = meta
+			g.updateSubscribed()
+			*recs = append(*recs, cgSubMetaRecord(g.ID, meta))
+			bump = true
+		}
 	}
 	if bump {
 		cg.epoch++
