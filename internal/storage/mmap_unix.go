@@ -2,7 +2,11 @@
 
 package storage
 
-import "golang.org/x/sys/unix"
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
 
 // mmapFile maps the first size bytes of f read-only, or returns ok=false when f is not an OS
 // file (the caller then reads the bytes into memory).
@@ -29,6 +33,12 @@ func mmapFileRW(f File, size int) (b []byte, ok bool, err error) {
 	b, err = unix.Mmap(int(osf.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, false, err
+	}
+	// The file is mostly a sparse preallocated tail. Without MADV_RANDOM each page fault reads
+	// ahead (zero-filling) a large window of that tail: with a thousand partitions, gigabytes
+	// of memset in the append path (perf: 75% of broker CPU in ext4_mpage_readpages' memset).
+	if err := unix.Madvise(b, unix.MADV_RANDOM); err != nil {
+		return nil, false, errors.Join(err, unix.Munmap(b))
 	}
 	return b, true, nil
 }
