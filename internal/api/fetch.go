@@ -124,13 +124,14 @@ func (f *fetch) resolve() {
 		ft.name, ft.id = rt.Topic, rt.TopicID
 		ft.parts = resize(ft.parts, len(rt.Partitions))
 		ps := resize(f.parts[ti], len(rt.Partitions))
+		var tps replica.TopicPartitions // one lookup of the topic for all its partitions
+		if t != nil {
+			tps = f.h.Replicas.Topic(t.Name)
+		}
 		for i, rp := range rt.Partitions {
 			fp := &ft.parts[i]
 			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
-			ps[i] = nil
-			if t != nil {
-				ps[i] = f.h.Replicas.Get(t.Name, rp.Partition)
-			}
+			ps[i] = tps.Get(rp.Partition)
 			switch {
 			case t == nil && f.req.Version >= 13:
 				fp.errCode = kerr.UnknownTopicID.Code

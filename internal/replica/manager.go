@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/storage"
@@ -12,19 +13,40 @@ import (
 
 // Manager holds every partition on this broker (Kafka's ReplicaManager).
 //
-// Lock rule: mu guards the parts map only; partitions have their own locks. byKey mirrors
-// parts for Get, which takes no lock: every produce and every fetch looks up each of its
-// partitions, and a read lock is a write to a cache line all those requests share. Writers
-// change both holding mu.
+// Lock rule: mu guards the parts map only; partitions have their own locks. topics mirrors
+// parts for Get and Topic, which take no lock: every produce and every fetch looks up each of
+// its partitions, and a read lock is a write to a cache line all those requests share.
+// Writers change both holding mu.
 type Manager struct {
-	fs    storage.FS
-	logs  *storage.Manager
-	log   *slog.Logger
-	byKey sync.Map // tpKey -> *Partition
-	mu    struct {
+	fs     storage.FS
+	logs   *storage.Manager
+	log    *slog.Logger
+	topics sync.Map // topic name -> *topicParts
+	mu     struct {
 		sync.RWMutex
 		parts map[tpKey]*Partition
 	}
+}
+
+// topicParts is a topic's partitions indexed by partition number (nil where this broker has
+// none). The array is replaced, doubled, when a partition beyond it is added; elements are
+// stored in place.
+type topicParts struct {
+	parts atomic.Pointer[[]atomic.Pointer[Partition]]
+}
+
+// TopicPartitions is a lock-free view of one topic's partitions, for resolving many of them
+// with a single lookup of the topic (a fetch of a thousand partitions of one topic).
+type TopicPartitions struct {
+	parts []atomic.Pointer[Partition]
+}
+
+// Get returns the partition or nil.
+func (t TopicPartitions) Get(part int32) *Partition {
+	if part < 0 || int(part) >= len(t.parts) {
+		return nil
+	}
+	return t.parts[part].Load()
 }
 
 type tpKey struct {
@@ -41,11 +63,53 @@ func NewManager(fs storage.FS, logs *storage.Manager, log *slog.Logger) *Manager
 
 // Get returns the partition or nil. It takes no lock.
 func (m *Manager) Get(topic string, part int32) *Partition {
-	p, _ := m.byKey.Load(tpKey{topic, part})
-	if p == nil {
-		return nil
+	return m.Topic(topic).Get(part)
+}
+
+// Topic returns a view of the topic's partitions (empty when there are none). It takes no
+// lock; partitions opened or removed later may or may not show in it.
+func (m *Manager) Topic(topic string) TopicPartitions {
+	v, _ := m.topics.Load(topic)
+	if v == nil {
+		return TopicPartitions{}
 	}
-	return p.(*Partition)
+	ps := v.(*topicParts).parts.Load()
+	if ps == nil {
+		return TopicPartitions{}
+	}
+	return TopicPartitions{parts: *ps}
+}
+
+// publishLocked makes p (nil: none) the topic's partition part for Get and Topic. Holding mu.
+func (m *Manager) publishLocked(topic string, part int32, p *Partition) {
+	v, _ := m.topics.Load(topic)
+	tp, _ := v.(*topicParts)
+	if tp == nil {
+		if p == nil {
+			return
+		}
+		tp = &topicParts{}
+		m.topics.Store(topic, tp)
+	}
+	cur := tp.parts.Load()
+	if cur == nil || int(part) >= len(*cur) {
+		if p == nil {
+			return
+		}
+		n := int(part) + 1
+		if cur != nil {
+			n = max(n, 2*len(*cur))
+		}
+		grown := make([]atomic.Pointer[Partition], n)
+		if cur != nil {
+			for i := range *cur {
+				grown[i].Store((*cur)[i].Load())
+			}
+		}
+		tp.parts.Store(&grown)
+		cur = &grown
+	}
+	(*cur)[part].Store(p)
 }
 
 // Open opens (creating if needed) a partition's log and rebuilds its producer state from the
@@ -80,7 +144,7 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 	p.mu.producers = ps
 	p.hw.Store(l.LogEndOffset())
 	m.mu.parts[k] = p
-	m.byKey.Store(k, p)
+	m.publishLocked(topic, part, p)
 	return p, nil
 }
 
@@ -90,7 +154,7 @@ func (m *Manager) Remove(topic string, part int32) error {
 	k := tpKey{topic, part}
 	p := m.mu.parts[k]
 	delete(m.mu.parts, k)
-	m.byKey.Delete(k)
+	m.publishLocked(topic, part, nil)
 	m.mu.Unlock()
 	if p == nil {
 		return nil
