@@ -9,10 +9,18 @@ import "encoding/binary"
 // varint32 decodes a zig-zag varint of at most 5 bytes from b[i:]. It returns the value and the
 // index just past it, or next < 0 when b ends first or the value does not fit in an int32.
 func varint32(b []byte, i int) (v int32, next int) {
-	if i < len(b) && b[i] < 0x80 { // one byte: the common case for lengths and deltas
+	if i < len(b) && b[i] < 0x80 { // one byte: the common case for deltas and small lengths
 		u := uint32(b[i])
 		return int32(u>>1) ^ -int32(u&1), i + 1
 	}
+	if i+1 < len(b) && b[i+1] < 0x80 && i >= 0 { // two bytes: lengths up to 8191
+		u := uint32(b[i]&0x7f) | uint32(b[i+1])<<7
+		return int32(u>>1) ^ -int32(u&1), i + 2
+	}
+	return varint32Slow(b, i)
+}
+
+func varint32Slow(b []byte, i int) (v int32, next int) {
 	var u uint32
 	for s := uint(0); s < 35; s += 7 {
 		if i >= len(b) {
