@@ -33,7 +33,7 @@ func newGroupListCommand(cf *clientFlags) *cobra.Command {
 		Short: "List consumer groups with their state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withAdmin(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
+			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
 				groups, err := adm.ListGroups(ctx)
 				if err != nil {
 					return err
@@ -82,7 +82,7 @@ func newGroupDescribeCommand(cf *clientFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group := args[0]
-			return withAdmin(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
+			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
 				lags, err := adm.Lag(ctx, group)
 				if err != nil {
 					return err
@@ -161,7 +161,7 @@ Kafka's YYYY-MM-DDTHH:mm:SS.sss (UTC). --dry-run prints the plan without committ
 			if modes != 1 {
 				return errors.New("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by")
 			}
-			return withAdmin(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
+			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
 				plan, err := planReset(ctx, adm, group, &o, cmd.Flags().Changed("to-offset"), cmd.Flags().Changed("shift-by"))
 				if err != nil {
 					return err
@@ -304,7 +304,7 @@ func newGroupDeleteCommand(cf *clientFlags) *cobra.Command {
 		Short: "Delete groups that have no members, with their committed offsets",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withAdmin(cmd, cf, func(ctx context.Context, adm *kadm.Client, _ string) error {
+			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, _ string) error {
 				resp, err := adm.DeleteGroups(ctx, args...)
 				if err != nil {
 					return err
@@ -324,22 +324,4 @@ func newGroupDeleteCommand(cf *clientFlags) *cobra.Command {
 			})
 		},
 	}
-}
-
-// withAdmin runs fn with an admin client and a bounded context.
-func withAdmin(cmd *cobra.Command, cf *clientFlags, fn func(ctx context.Context, adm *kadm.Client, format string) error) error {
-	format, err := cf.outputFormat()
-	if err != nil {
-		return err
-	}
-	adm, cl, err := cf.newAdmin()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := signalContext(cmd)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, adminTimeout)
-	defer cancelTimeout()
-	return fn(ctx, adm, format)
 }
