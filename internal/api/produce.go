@@ -76,7 +76,7 @@ func (h *Handler) produce(version int16, topic string, part int32, records []byt
 		return replica.AppendResult{}, hdrs, fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, topic)
 	}
 	s := p.Settings()
-	raw, hdrs, err := prepareBatches(version, records, s, nowMs, hdrs)
+	raw, hdrs, err := prepareBatches(version, records, s, hdrs)
 	if err != nil {
 		return replica.AppendResult{}, hdrs, err
 	}
@@ -87,7 +87,7 @@ func (h *Handler) produce(version int16, topic string, part int32, records []byt
 // prepareBatches turns a produce request's records into validated v2 batches ready to append:
 // raw is either the request's own bytes (the common case: no copy) or new bytes when a batch
 // was up-converted or recompressed. The headers are appended to hdrs[:0].
-func prepareBatches(version int16, records []byte, s *replica.Settings, nowMs int64, hdrs []batch.Header) ([]byte, []batch.Header, error) {
+func prepareBatches(version int16, records []byte, s *replica.Settings, hdrs []batch.Header) ([]byte, []batch.Header, error) {
 	hdrs = hdrs[:0]
 	if len(records) == 0 {
 		return nil, hdrs, fmt.Errorf("%w: no records", batch.ErrCorrupt)
