@@ -208,6 +208,12 @@ func (l *Log) rollLocked(base int64) error {
 			return l.fail(fmt.Errorf("roll: sealing %s: %w", old.logPath(), err))
 		}
 		l.mu.segments = append(l.mu.segments, s)
+		// The sealed indexes are not fsynced yet. The recovery point may already stand at the
+		// log end offset (a flush just before this roll); keep it at the old segment's base
+		// until a flush syncs them, so that a crash rebuilds them instead of trusting them.
+		if old.index.dirty || old.timeIndex.dirty {
+			l.mu.recoveryPoint = min(l.mu.recoveryPoint, old.baseOffset)
+		}
 	} else {
 		l.mu.segments[len(l.mu.segments)-1] = s
 	}
