@@ -276,10 +276,22 @@ func (f *fetch) wait(ctx context.Context, deadline time.Time) bool {
 			}
 		}
 	}()
-	// Records may have arrived between the read and the Watch: check once more.
+	// Records may have arrived, or the topic been deleted (Remove unpublishes, then wakes
+	// its watchers), between the read and the Watch: check once more. A removed partition is
+	// answered UNKNOWN_TOPIC_OR_PARTITION; parking on it would wait out max_wait.
 	for ti, ps := range f.parts {
 		for pi, p := range ps {
-			if p != nil && p.HighWatermark() > f.topics[ti].parts[pi].hw {
+			if p == nil {
+				continue
+			}
+			if f.h.Replicas.Get(p.Topic, p.Index) != p {
+				p.Unwatch(ch)
+				ps[pi] = nil
+				fp := &f.topics[ti].parts[pi]
+				fp.errCode, fp.records, fp.file = kerr.UnknownTopicOrPartition.Code, nil, Part{}
+				return true
+			}
+			if p.HighWatermark() > f.topics[ti].parts[pi].hw {
 				return true
 			}
 		}
