@@ -94,6 +94,9 @@ func (l *Log) appendLocked(b []byte, opt AppendOptions) (info AppendInfo, flush 
 		} else if h.BaseOffset < next {
 			return info, false, fmt.Errorf("%w: batch %d starts at offset %d, expected at least %d", ErrOffsetOutOfOrder, len(bs), h.BaseOffset, next)
 		}
+		if h.LastOffset() < h.BaseOffset || h.LastOffset() == math.MaxInt64 {
+			return info, false, fmt.Errorf("%w: batch %d has offsets %d + %d, past the largest offset", ErrOffsetOutOfOrder, len(bs), h.BaseOffset, h.LastOffsetDelta)
+		}
 		if opt.LogAppendTimeMs > 0 {
 			batch.SetLogAppendTime(one, opt.LogAppendTimeMs)
 			h.MaxTimestamp = opt.LogAppendTimeMs

@@ -353,3 +353,20 @@ func TestEmptyLog(t *testing.T) {
 		t.Fatal(info)
 	}
 }
+
+// A follower batch whose last offset overflows int64 must be refused: appended, it would make
+// the log end offset negative, let any later base offset pass the order check, and recovery
+// would cut it and everything after it as corrupt.
+func TestFollowerAppendRejectsOffsetOverflow(t *testing.T) {
+	e := newEnv(t, testCfg())
+	l := e.open(true, 0, 0)
+	defer l.Close()
+	b := simpleBatch(t, 3, 1, 10)
+	batch.SetBaseOffset(b, math.MaxInt64-1)
+	if _, err := l.Append(b, AppendOptions{}); !errors.Is(err, ErrOffsetOutOfOrder) {
+		t.Fatalf("append of offsets past MaxInt64: %v", err)
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("LEO %d", l.LogEndOffset())
+	}
+}
