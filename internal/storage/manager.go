@@ -318,7 +318,8 @@ func (m *Manager) checkpointLocked() error {
 }
 
 // Close flushes and closes every log, writes the checkpoints and then, if all of that
-// succeeded and no log was offline, the clean-shutdown marker.
+// succeeded, no log was offline and (after an unclean stop) every partition on disk was opened
+// and so recovered, the clean-shutdown marker.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -338,7 +339,21 @@ func (m *Manager) Close() error {
 	if err := m.checkpointLocked(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	// After an unclean stop only the logs opened since were recovered: the marker would make
+	// the next start trust the others' unrecovered tails.
+	var unrecovered []string
+	if !m.clean {
+		for tp := range m.mu.onDisk {
+			if m.mu.logs[tp] == nil {
+				unrecovered = append(unrecovered, tp.String())
+			}
+		}
+	}
+	if len(unrecovered) > 0 {
+		slices.Sort(unrecovered)
+		m.logger.Warn("partitions never opened since an unclean shutdown: no clean-shutdown marker",
+			"partitions", unrecovered)
+	} else if len(errs) == 0 {
 		errs = append(errs, WriteFileAtomic(m.fs, m.dir, CleanShutdownFile, nil))
 	} else {
 		m.logger.Error("log dir not closed cleanly: no clean-shutdown marker", "err", errors.Join(errs...))
