@@ -124,12 +124,20 @@ func (s *Server) StopAccepting() {
 	}
 }
 
+// shutdownWriteGrace is how long Close lets an in-flight answer take to be written: a client
+// that stopped reading its socket would otherwise block the write, and so shutdown, forever.
+const shutdownWriteGrace = 5 * time.Second
+
 // Close stops accepting, closes every connection's read side so in-flight requests finish
-// and are answered, then waits for the connection goroutines.
+// and are answered (within shutdownWriteGrace), then waits for the connection goroutines.
 func (s *Server) Close() {
 	s.StopAccepting()
 	s.mu.Lock()
 	for nc := range s.mu.conns {
+		if err := nc.SetWriteDeadline(time.Now().Add(shutdownWriteGrace)); err != nil {
+			nc.Close()
+			continue
+		}
 		// Closing the read side ends the loop after the in-flight request is answered.
 		if tc, ok := nc.(*net.TCPConn); ok {
 			if err := tc.CloseRead(); err != nil {
