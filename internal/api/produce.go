@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
@@ -37,7 +38,11 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 			sp.Partition = rp.Partition
 			var res replica.AppendResult
 			var err error
-			res, hdrs, err = h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll, hdrs[:0])
+			if req.Acks < -1 || req.Acks > 1 {
+				err = kerr.InvalidRequiredAcks // Kafka refuses the whole request, appending nothing
+			} else {
+				res, hdrs, err = h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll, hdrs[:0])
+			}
 			if err != nil {
 				failed = true
 				sp.ErrorCode = code(err)
