@@ -77,6 +77,9 @@ func code(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, storage.ErrLogOffline):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, storage.ErrLogClosed):
+		// The partition was deleted or the broker is stopping under this request: retriable.
+		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownServerError.Code
 }

@@ -90,10 +90,17 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
+		// Register under the lock that StopAccepting takes: a connection accepted as the
+		// server stops is closed here, never missed by Close nor added to wg after Wait.
 		s.mu.Lock()
+		if s.mu.stopped {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
 		s.mu.conns[nc] = struct{}{}
-		s.mu.Unlock()
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			c := &conn{
