@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // Sentinel errors, translated to Kafka codes by the api layer.
@@ -87,7 +89,7 @@ func (s *Store) publishAllLocked(topics map[string]*Topic, bc map[string]string)
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(s.path, b); err != nil {
+	if err := storage.WriteFileAtomic(storage.OS, filepath.Dir(s.path), filepath.Base(s.path), b); err != nil {
 		return err
 	}
 	s.image.Store(newImage(topics, s.mu.pidLimit, bc))
@@ -186,32 +188,4 @@ func (s *Store) NextProducerID() (int64, error) {
 	id := s.mu.pidNext
 	s.mu.pidNext++
 	return id, nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

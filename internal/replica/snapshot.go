@@ -116,23 +116,7 @@ func listSnapshots(fs storage.FS, dir string) ([]int64, error) {
 // writeSnapshot writes the state as of offset and removes all but the two newest snapshots.
 func writeSnapshot(fs storage.FS, dir string, offset int64, s *ProducerState) error {
 	name := snapshotName(dir, offset)
-	tmp := name + ".tmp"
-	f, err := fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(s.encode()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, name); err != nil {
+	if err := storage.WriteFileAtomic(fs, dir, filepath.Base(name), s.encode()); err != nil {
 		return err
 	}
 	offs, err := listSnapshots(fs, dir)
