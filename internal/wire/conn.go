@@ -1,0 +1,220 @@
+// Package wire is the broker's own Kafka-protocol client connection: what a broker uses to
+// talk to the controller quorum (registration, heartbeats, AlterPartition, forwarded admin
+// requests, the metadata log) and to other brokers (follower fetches). It speaks the
+// protocol with franz-go's kmsg types and nothing more: no version negotiation, no
+// retries, no metadata; callers pick versions and handle errors.
+//
+// A Conn pipelines: several goroutines may send requests at once; each waits for the
+// answer with its correlation id (Kafka answers a connection's requests in order). The
+// first read or write failure fails every waiting request and the connection is dead
+// (Err returns the cause); callers dial a new one.
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// MaxResponseBytes bounds a response frame; anything larger kills the connection.
+const MaxResponseBytes = 256 << 20
+
+// ErrClosed is returned for requests on a closed or failed connection.
+var ErrClosed = errors.New("wire: connection closed")
+
+// Conn is one client connection. Safe for concurrent use.
+type Conn struct {
+	nc  net.Conn
+	fmt *kmsg.RequestFormatter
+
+	wmu sync.Mutex // serialises writes; also guards corr
+	buf []byte
+
+	mu      sync.Mutex // guards pending and err
+	corr    int32
+	pending map[int32]*call
+	err     error
+	done    chan struct{}
+}
+
+type call struct {
+	req  kmsg.Request
+	resp chan result
+}
+
+type result struct {
+	body []byte
+	err  error
+}
+
+// Dial connects to addr.
+func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{
+		nc:      nc,
+		fmt:     kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
+		pending: map[int32]*call{},
+		done:    make(chan struct{}),
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+// Addr is the remote address.
+func (c *Conn) Addr() string { return c.nc.RemoteAddr().String() }
+
+// Err is the reason the connection failed, nil while it is usable.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; waiting requests fail with ErrClosed.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	return nil
+}
+
+// Request sends req (at the version set on it) and waits for its answer. When ctx ends
+// first the connection is closed (its answer would otherwise arrive for nobody and a later
+// request could not tell), and ctx's error returned.
+func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cl := &call{req: req, resp: make(chan result, 1)}
+	c.wmu.Lock()
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return nil, err
+	}
+	corr := c.corr
+	c.corr++
+	c.pending[corr] = cl
+	c.mu.Unlock()
+	c.buf = c.fmt.AppendRequest(c.buf[:0], req, corr)
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetWriteDeadline(dl)
+	} else {
+		c.nc.SetWriteDeadline(time.Time{})
+	}
+	_, err := c.nc.Write(c.buf)
+	if cap(c.buf) > 1<<20 {
+		c.buf = nil
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err)
+		return nil, err
+	}
+	select {
+	case r := <-cl.resp:
+		if r.err != nil {
+			return nil, r.err
+		}
+		resp := req.ResponseKind()
+		resp.SetVersion(req.GetVersion())
+		if err := resp.ReadFrom(r.body); err != nil {
+			return nil, fmt.Errorf("wire: decoding %s response v%d: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+		}
+		return resp, nil
+	case <-ctx.Done():
+		c.fail(ctx.Err())
+		return nil, ctx.Err()
+	}
+}
+
+// fail marks the connection dead with err and answers every waiting request.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+		if err != ErrClosed {
+			c.err = fmt.Errorf("wire: connection to %s: %w", c.nc.RemoteAddr(), err)
+		}
+		close(c.done)
+		c.nc.Close()
+	}
+	for k, cl := range c.pending {
+		cl.resp <- result{err: c.err}
+		delete(c.pending, k)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Conn) readLoop() {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			c.fail(err)
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(hdr[:4]))
+		corr := int32(binary.BigEndian.Uint32(hdr[4:]))
+		if size < 4 || size > MaxResponseBytes {
+			c.fail(fmt.Errorf("response frame of %d bytes", size))
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[corr]
+		delete(c.pending, corr)
+		c.mu.Unlock()
+		if cl == nil {
+			c.fail(fmt.Errorf("response with unknown correlation id %d", corr))
+			return
+		}
+		body := make([]byte, size-4)
+		if _, err := io.ReadFull(br, body); err != nil {
+			cl.resp <- result{err: err}
+			c.fail(err)
+			return
+		}
+		// Flexible responses (except ApiVersions, whose header stays v0) carry a tag buffer
+		// after the correlation id.
+		if cl.req.IsFlexible() && cl.req.Key() != kmsg.ApiVersions.Int16() {
+			rest, err := skipTags(body)
+			if err != nil {
+				cl.resp <- result{err: err}
+				c.fail(err)
+				return
+			}
+			body = rest
+		}
+		cl.resp <- result{body: body}
+	}
+}
+
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, errors.New("wire: bad response header tags")
+	}
+	b = b[k:]
+	for range n {
+		_, k = binary.Uvarint(b)
+		if k <= 0 {
+			return nil, errors.New("wire: bad response header tag")
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < size {
+			return nil, errors.New("wire: bad response header tag size")
+		}
+		b = b[k+int(size):]
+	}
+	return b, nil
+}
