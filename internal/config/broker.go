@@ -30,6 +30,7 @@ type Broker struct {
 	// Server and networking.
 	NodeID                      int32             // node.id (Kafka: required; here 1)
 	ProcessRoles                []string          // process.roles (Kafka: required; here broker,controller)
+	ClusterID                   string            // cluster.id: formats an empty log dir (Kafka: kafka-storage format --cluster-id)
 	Listeners                   []Listener        // listeners
 	AdvertisedListeners         []Listener        // advertised.listeners (default: listeners minus controller listeners)
 	ListenerSecurityProtocolMap map[string]string // listener.security.protocol.map, effective (controller listeners default to PLAINTEXT)
@@ -211,6 +212,7 @@ var brokerDefList = []*brokerDef{
 	// Server and networking.
 	{name: "node.id", vt: intType(0, noMax), dflt: num(1), field: func(b *Broker) any { return &b.NodeID }, doc: "The id of this node in the cluster."},
 	{name: "process.roles", vt: listType(true, "broker", "controller"), dflt: str("broker,controller"), field: func(b *Broker) any { return &b.ProcessRoles }, doc: "The roles this node plays: broker, controller, or both."},
+	{name: "cluster.id", vt: stringType(), field: func(b *Broker) any { return &b.ClusterID }, doc: "Cluster id written to an empty log dir when it is formatted; every node of a cluster shares it. Unset: a single-node cluster picks a random id, a node of a multi-node quorum refuses to start unformatted."},
 	{name: "listeners", vt: listenersType(true), dflt: str("PLAINTEXT://127.0.0.1:9092"), field: func(b *Broker) any { return &b.Listeners }, doc: "Comma-separated NAME://host:port endpoints to listen on; an empty host listens on every interface."},
 	{name: "advertised.listeners", vt: listenersType(false), doc: "Endpoints given to clients and other brokers; defaults to listeners without the controller listeners."},
 	{name: "listener.security.protocol.map", vt: protocolMapType(), dflt: str("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"), doc: "Security protocol of each listener name, as NAME:PROTOCOL pairs."},
@@ -565,6 +567,9 @@ func (b *Broker) derive(typed map[string]any) error {
 	b.setEffective("log.dirs", strings.Join(b.LogDirs, ","))
 
 	if err := b.deriveListeners(typed); err != nil {
+		return err
+	}
+	if err := b.checkQuorum(); err != nil {
 		return err
 	}
 

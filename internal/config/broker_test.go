@@ -25,6 +25,7 @@ var kafkaDefaults = map[string]string{
 	"controller.quorum.voters":                         "",
 	"controller.quorum.bootstrap.servers":              "",
 	"broker.rack":                                      "",
+	"cluster.id":                                       "",
 	"num.network.threads":                              "3",
 	"num.io.threads":                                   "8",
 	"queued.max.requests":                              "500",
@@ -382,7 +383,7 @@ func TestParseErrorMessage(t *testing.T) {
 }
 
 func TestParseUnknownKey(t *testing.T) {
-	for _, k := range []string{"log.segment.byte", "zookeeper.connect", "cluster.id", "retention.ms", " node.id"} {
+	for _, k := range []string{"log.segment.byte", "zookeeper.connect", "cluster.idd", "retention.ms", " node.id"} {
 		_, err := Parse(map[string]string{"num.partitions": "0", k: "1"})
 		checkConfigErr(t, err, ErrUnknownConfig, k, "unknown broker configuration")
 	}
@@ -396,7 +397,11 @@ func TestCrossKeyRules(t *testing.T) {
 	}{
 		{map[string]string{"log.cleaner.min.compaction.lag.ms": "10", "log.cleaner.max.compaction.lag.ms": "5"}, "log.cleaner.min.compaction.lag.ms", "must not exceed"},
 		{map[string]string{"replica.fetch.wait.max.ms": "1000", "replica.lag.time.max.ms": "999"}, "replica.fetch.wait.max.ms", "replica.lag.time.max.ms"},
-		{map[string]string{"process.roles": "controller", "advertised.listeners": ""}, "", ""}, // no broker role: no inter-broker listener needed
+		{map[string]string{"process.roles": "controller", "advertised.listeners": "", "controller.quorum.voters": "1@localhost:9093", "listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}, "", ""}, // no broker role: no inter-broker listener needed
+		{map[string]string{"process.roles": "controller", "advertised.listeners": ""}, "controller.quorum.voters", "controller-only"},
+		{map[string]string{"process.roles": "broker"}, "controller.quorum.voters", "must name the controllers"},
+		{map[string]string{"controller.quorum.voters": "2@localhost:9093"}, "controller.quorum.voters", "not one of the voters"},
+		{map[string]string{"controller.quorum.voters": "1@localhost:9093"}, "controller.listener.names", "a controller needs a listener"},
 		{map[string]string{"listeners": "INTERNAL://:9092", "listener.security.protocol.map": "INTERNAL:PLAINTEXT"}, "inter.broker.listener.name", "PLAINTEXT"},
 		{map[string]string{"listeners": "INTERNAL://:9092", "listener.security.protocol.map": "INTERNAL:PLAINTEXT", "inter.broker.listener.name": "internal"}, "", ""},
 		{map[string]string{"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}, "listeners", "CONTROLLER"},
