@@ -26,6 +26,10 @@ type Handler struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 	Groups   *group.Coordinator
+	// Controller carries requests to the active controller of the quorum (admin requests
+	// are forwarded there, AllocateProducerIds, ...). Nil only in tests of the single-node
+	// paths that never reach it.
+	Controller ControllerChannel
 
 	NodeID    int32
 	ClusterID string
@@ -33,6 +37,14 @@ type Handler struct {
 	AdvertisedHost string
 	AdvertisedPort int32
 	Rack           string
+}
+
+// ControllerChannel is the broker's channel to the active controller
+// (internal/controller/client.Client): it finds the active controller and retries
+// NOT_CONTROLLER and connection failures itself until ctx ends.
+type ControllerChannel interface {
+	Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	ActiveController() int32 // node id, -1 when unknown
 }
 
 // api is one served API key: its version range and handler.
