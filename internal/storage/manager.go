@@ -113,7 +113,7 @@ func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
 			}
 			continue
 		}
-		if tp, ok := ParsePartitionDir(name); ok {
+		if tp, ok := ParsePartitionDir(name); ok && tp.Topic != MetadataLogTopic {
 			m.mu.onDisk[tp] = true
 		}
 	}
@@ -241,6 +241,11 @@ func (m *Manager) Logs() map[TopicPartition]*Log {
 	}
 	return out
 }
+
+// MetadataLogTopic names the controller quorum's directory in the log dir
+// (__cluster_metadata-0, as Kafka's KRaft names it). It is not a partition log: the quorum
+// keeps its own files there, so the manager neither lists nor recovers it.
+const MetadataLogTopic = "__cluster_metadata"
 
 // Existing lists the partitions with a directory in the log dir (found at open or created
 // since, not deleted), sorted.
