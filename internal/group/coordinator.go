@@ -1,10 +1,12 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +21,18 @@ import (
 )
 
 // Coordinator is the broker's group coordinator: one Shard per __consumer_offsets
-// partition, each behind its own lock (so heartbeats of different groups do not contend,
-// and nothing here touches the controller), with its records appended to that partition.
+// partition this broker leads, each behind its own lock (so heartbeats of different groups
+// do not contend, and nothing here touches the controller), with its records appended to
+// that partition. Leadership arrives with Elect and leaves with Resign (leadership.go); a
+// group whose partition has no shard here is answered NOT_COORDINATOR, so its clients find
+// the coordinator again.
 //
-// Lock rule: mu guards the shard list; each shard's mu guards its core and timer. No lock
-// is held while a reply is delivered or while waiting for one.
+// Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
+// guards its core and timer. The two are never held together, and no lock is held while a
+// reply is delivered or while waiting for one.
+//
+// Invariant: without Options.Manual, mu.partitions is set only together with electing every
+// partition open locally, so a known count means the single node's shards exist.
 type Coordinator struct {
 	cfg      Config
 	replicas *replica.Manager
@@ -31,16 +40,19 @@ type Coordinator struct {
 	now      func() time.Time
 	ensure   func(create bool) (int32, error)
 	topics   func() Topics
+	manual   bool
 
 	ctx    context.Context // cancelled by Close: stops loading
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the loading goroutines
 
 	createMu sync.Mutex // serialises creating __consumer_offsets
 	mu       struct {
 		sync.Mutex
-		shards []*shard // nil until __consumer_offsets exists
-		closed bool
+		partitions int32            // __consumer_offsets' partition count; 0 until known
+		shards     map[int32]*shard // the partitions this broker leads, loading or loaded
+		epochs     map[int32]int32  // per partition, the newest leader epoch Elect or Resign saw
+		closed     bool
 	}
 }
 
@@ -50,13 +62,18 @@ type Options struct {
 	Replicas *replica.Manager
 	Log      *slog.Logger
 	Now      func() time.Time // nil: time.Now
-	// EnsureTopic returns the partition count of __consumer_offsets, whose partitions are
-	// open in Replicas, or 0 if it does not exist. With create it first creates the topic
-	// (internal, compacted, offsets.topic.num.partitions partitions) if it is missing.
+	// EnsureTopic returns the partition count of __consumer_offsets, or 0 if it does not
+	// exist. With create it first creates the topic (internal, compacted,
+	// offsets.topic.num.partitions partitions) if it is missing.
 	EnsureTopic func(create bool) (int32, error)
 	// Topics returns the current view of the cluster's topics, which consumer groups
 	// (KIP-848) assign from; nil: none exist.
 	Topics func() Topics
+	// Manual: the broker reports leadership of __consumer_offsets partitions with Elect and
+	// Resign as its metadata changes, and no partition is coordinated before its Elect.
+	// false: a single node, which leads every partition open in Replicas; Start (or the
+	// first request, which creates the topic) elects them all.
+	Manual bool
 }
 
 // ConfigFrom takes a shard Config from the broker's group.* and offsets.* settings.
@@ -79,36 +96,50 @@ func ConfigFrom(b *config.Broker) Config {
 	}
 }
 
-// shard is one __consumer_offsets partition's coordinator.
+// shard is one __consumer_offsets partition's coordinator, for one term of leadership: a
+// new Elect makes a new shard, and an unloaded shard is never used again.
 type shard struct {
 	index  int32
+	epoch  int32 // the leader epoch it was elected in; its appends carry it
 	part   *replica.Partition
+	ctx    context.Context // cancelled when the shard is unloaded: stops its loading
+	cancel context.CancelFunc
 	failed atomic.Bool // loading failed: the partition's groups are unavailable
 	mu     struct {
 		sync.Mutex
-		core   *Shard // nil while loading
-		timer  *time.Timer
-		armed  int64 // deadline the timer is set for; 0: none
-		closed bool
+		core  *Shard // nil while loading and once unloaded
+		timer *time.Timer
+		armed int64 // deadline the timer is set for; 0: none
+		// gone is set when the shard is unloaded: what later requests get
+		// (NOT_COORDINATOR after Resign, COORDINATOR_NOT_AVAILABLE after Close).
+		gone *kerr.Error
 	}
 }
 
 // NewCoordinator creates a coordinator; Start loads existing groups.
 func NewCoordinator(o Options) *Coordinator {
-	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic, topics: o.Topics}
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic, topics: o.Topics, manual: o.Manual}
 	c.cfg.consumerDefaults()
 	if c.now == nil {
 		c.now = time.Now
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.shards = map[int32]*shard{}
+	c.mu.epochs = map[int32]int32{}
 	return c
 }
 
-// Start loads the groups of an existing __consumer_offsets in the background; until a
-// partition is loaded, its groups' requests answer COORDINATOR_LOAD_IN_PROGRESS.
+// Start starts the coordinator. Without Options.Manual it elects every partition of an
+// existing __consumer_offsets that is open locally and loads their groups in the
+// background; until a partition is loaded, its groups' requests answer
+// COORDINATOR_LOAD_IN_PROGRESS. A partition that is not open here is not coordinated here.
+// With Options.Manual it does nothing: partitions are coordinated from their Elect on.
 func (c *Coordinator) Start() error {
+	if c.manual {
+		return nil
+	}
 	n, err := c.ensure(false)
-	if err != nil || n == 0 {
+	if err != nil || n <= 0 {
 		return err
 	}
 	shards, err := c.attach(n)
@@ -123,25 +154,6 @@ func (c *Coordinator) Start() error {
 	return nil
 }
 
-// attach creates the shards for n partitions (not yet loaded).
-func (c *Coordinator) attach(n int32) ([]*shard, error) {
-	shards := make([]*shard, n)
-	for i := range shards {
-		p := c.replicas.Get(TopicName, int32(i))
-		if p == nil {
-			return nil, fmt.Errorf("group coordinator: partition %s-%d is not open", TopicName, i)
-		}
-		shards[i] = &shard{index: int32(i), part: p}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed {
-		return nil, errClosed
-	}
-	c.mu.shards = shards
-	return shards, nil
-}
-
 var errClosed = errors.New("group coordinator: closed")
 
 // Close answers every parked request with NOT_COORDINATOR and stops the timers and any
@@ -151,63 +163,80 @@ func (c *Coordinator) Close() {
 	c.mu.Lock()
 	c.mu.closed = true
 	shards := c.mu.shards
+	c.mu.shards = map[int32]*shard{}
 	c.mu.Unlock()
 	for _, sh := range shards {
-		sh.mu.Lock()
-		sh.mu.closed = true
-		if sh.mu.timer != nil {
-			sh.mu.timer.Stop()
-		}
-		var r Ready
-		if sh.mu.core != nil {
-			r = sh.mu.core.Unload(c.nowMs())
-			sh.mu.core = nil
-		}
-		sh.mu.Unlock()
-		c.deliver(r)
+		c.unload(sh, kerr.CoordinatorNotAvailable)
 	}
 	c.wg.Wait()
 }
 
 func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
 
-// shardFor returns the shard coordinating group, creating __consumer_offsets on first use.
+// shardFor returns the shard coordinating group: NOT_COORDINATOR if its partition is not led
+// here, COORDINATOR_NOT_AVAILABLE if __consumer_offsets cannot be created or the coordinator
+// is closed.
 func (c *Coordinator) shardFor(group string) (*shard, *kerr.Error) {
-	c.mu.Lock()
-	shards, closed := c.mu.shards, c.mu.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, kerr.CoordinatorNotAvailable
-	}
-	if shards == nil {
-		var err error
-		if shards, err = c.create(); err != nil {
-			c.log.Error("creating the group coordinator's topic failed", "topic", TopicName, "err", err)
-			return nil, kerr.CoordinatorNotAvailable
-		}
-	}
-	return shards[PartitionFor(group, int32(len(shards)))], nil
-}
-
-// create makes __consumer_offsets (or finds it made) and loads its partitions.
-func (c *Coordinator) create() ([]*shard, error) {
-	c.createMu.Lock()
-	defer c.createMu.Unlock()
-	c.mu.Lock()
-	shards := c.mu.shards
-	c.mu.Unlock()
-	if shards != nil {
-		return shards, nil
-	}
-	n, err := c.ensure(true)
+	n, err := c.partitionCount()
 	if err != nil {
 		return nil, err
 	}
-	if shards, err = c.attach(n); err != nil {
-		return nil, err
+	c.mu.Lock()
+	sh, closed := c.mu.shards[PartitionFor(group, n)], c.mu.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return nil, kerr.CoordinatorNotAvailable
+	case sh == nil:
+		return nil, kerr.NotCoordinator
+	}
+	return sh, nil
+}
+
+// partitionCount returns __consumer_offsets' partition count, creating the topic on first
+// use.
+func (c *Coordinator) partitionCount() (int32, *kerr.Error) {
+	c.mu.Lock()
+	n, closed := c.mu.partitions, c.mu.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return 0, kerr.CoordinatorNotAvailable
+	case n > 0:
+		return n, nil
+	}
+	n, err := c.create()
+	if err != nil {
+		c.log.Error("creating the group coordinator's topic failed", "topic", TopicName, "err", err)
+		return 0, kerr.CoordinatorNotAvailable
+	}
+	return n, nil
+}
+
+// create makes __consumer_offsets (or finds it made), learns its partition count and,
+// without Options.Manual, elects and loads its local partitions.
+func (c *Coordinator) create() (int32, error) {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	c.mu.Lock()
+	n := c.mu.partitions
+	c.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	n, err := c.ensure(true)
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("group coordinator: %s has no partitions", TopicName)
+	}
+	shards, err := c.attach(n)
+	if err != nil {
+		return 0, err
 	}
 	c.loadAll(shards) // a new topic is empty, unless it was created through the admin API
-	return shards, nil
+	return n, nil
 }
 
 // step runs one input of the core under the shard's lock: the core's writes are appended
@@ -215,9 +244,10 @@ func (c *Coordinator) create() ([]*shard, error) {
 func (c *Coordinator) step(sh *shard, in func(s *Shard, now int64) Ready) *kerr.Error {
 	sh.mu.Lock()
 	switch {
-	case sh.mu.closed:
+	case sh.mu.gone != nil:
+		err := sh.mu.gone
 		sh.mu.Unlock()
-		return kerr.CoordinatorNotAvailable
+		return err
 	case sh.mu.core == nil && sh.failed.Load():
 		sh.mu.Unlock()
 		return kerr.CoordinatorNotAvailable
@@ -261,8 +291,9 @@ func (c *Coordinator) persistLocked(sh *shard, r Ready, now int64) Ready {
 	return out
 }
 
-// append writes records to the shard's partition as one batch, as the leader with
-// acks=all, and translates failures into the Kafka errors the core maps.
+// append writes records to the shard's partition as one batch, as the leader in the shard's
+// epoch with acks=all, and translates failures into the Kafka errors the core maps. It is
+// the coordinator's one append: an append that waits for the ISR replaces the call here.
 func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 	brs := make([]batch.Record, len(recs))
 	for i, r := range recs {
@@ -283,16 +314,36 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = sh.part.Append(raw, []batch.Header{hdr}, now, 0, true)
+	_, err = sh.part.Append(raw, []batch.Header{hdr}, now, sh.epoch, true)
+	return appendError(err)
+}
+
+// appendError names an append failure with the Kafka error the core maps (groupWriteError,
+// offsetWriteError): a partition this broker no longer leads (or whose log was closed under
+// it, the partition moved or deleted) is NOT_LEADER_OR_FOLLOWER, which requests see as
+// NOT_COORDINATOR.
+func appendError(err error) error {
+	var code *kerr.Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &code):
+		return err
+	case errors.Is(err, replica.ErrNotLeaderOrFollower), errors.Is(err, replica.ErrFencedLeaderEpoch),
+		errors.Is(err, storage.ErrLogClosed):
+		code = kerr.NotLeaderForPartition
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
-		return fmt.Errorf("%w: %v", kerr.NotEnoughReplicas, err)
+		code = kerr.NotEnoughReplicas
+	case errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):
+		code = kerr.NotEnoughReplicasAfterAppend
+	case errors.Is(err, replica.ErrRequestTimedOut):
+		code = kerr.RequestTimedOut
 	case errors.Is(err, storage.ErrLogOffline):
-		return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+		code = kerr.KafkaStorageError
+	default:
+		return err
 	}
-	return err
+	return fmt.Errorf("%w: %v", code, err)
 }
 
 // armLocked points the shard's timer at the core's next deadline.
@@ -320,7 +371,7 @@ func (c *Coordinator) armLocked(sh *shard) {
 // tick feeds the clock to the core: session timeouts, rebalance timeouts, offset expiry.
 func (c *Coordinator) tick(sh *shard) {
 	sh.mu.Lock()
-	if sh.mu.closed || sh.mu.core == nil {
+	if sh.mu.gone != nil || sh.mu.core == nil {
 		sh.mu.Unlock()
 		return
 	}
@@ -377,10 +428,27 @@ func (c *Coordinator) read(group string, f func(s *Shard)) *kerr.Error {
 }
 
 // FindCoordinator reports whether this broker coordinates group (creating
-// __consumer_offsets on first use); a single node coordinates every group.
+// __consumer_offsets on first use): nil if it leads the group's partition (its groups may
+// still be loading), NOT_COORDINATOR if it does not (PartitionFor names the partition whose
+// leader does), COORDINATOR_NOT_AVAILABLE if the topic cannot be created.
 func (c *Coordinator) FindCoordinator(group string) *kerr.Error {
 	_, err := c.shardFor(group)
 	return err
+}
+
+// PartitionFor is the __consumer_offsets partition coordinating group, or -1 while the topic
+// does not exist (FindCoordinator creates it).
+func (c *Coordinator) PartitionFor(group string) int32 {
+	c.mu.Lock()
+	n := c.mu.partitions
+	c.mu.Unlock()
+	if n <= 0 {
+		var err error
+		if n, err = c.ensure(false); err != nil || n <= 0 {
+			return -1
+		}
+	}
+	return PartitionFor(group, n)
 }
 
 // JoinGroup parks until the group's join phase ends (or ctx is done).
@@ -469,16 +537,21 @@ func (c *Coordinator) DescribeGroup(id string) kmsg.DescribeGroupsResponseGroup 
 	return d
 }
 
-// ListGroups lists the groups of every loaded partition; err is
+// ListGroups lists the groups of every partition this broker leads and has loaded; err is
 // COORDINATOR_LOAD_IN_PROGRESS if some partition is still loading (the list then holds
-// the loaded ones, as Kafka answers).
+// the loaded ones, as Kafka answers). A partition resigned meanwhile is left out.
 func (c *Coordinator) ListGroups(states, types []string) ([]kmsg.ListGroupsResponseGroup, *kerr.Error) {
 	c.mu.Lock()
-	shards, closed := c.mu.shards, c.mu.closed
+	closed := c.mu.closed
+	shards := make([]*shard, 0, len(c.mu.shards))
+	for _, sh := range c.mu.shards {
+		shards = append(shards, sh)
+	}
 	c.mu.Unlock()
 	if closed {
 		return nil, kerr.CoordinatorNotAvailable
 	}
+	slices.SortFunc(shards, func(a, b *shard) int { return cmp.Compare(a.index, b.index) })
 	var out []kmsg.ListGroupsResponseGroup
 	var firstErr *kerr.Error
 	for _, sh := range shards {
@@ -486,7 +559,7 @@ func (c *Coordinator) ListGroups(states, types []string) ([]kmsg.ListGroupsRespo
 			out = append(out, s.ListGroups(states, types)...)
 			return Ready{}
 		})
-		if err != nil && firstErr == nil {
+		if err != nil && err != kerr.NotCoordinator && firstErr == nil {
 			firstErr = err
 		}
 	}

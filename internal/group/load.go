@@ -10,10 +10,13 @@ import (
 	"github.com/gregor-project/gregor/internal/replica"
 )
 
-// Loading: a coordinator rebuilds a partition's groups and offsets by replaying every
-// record of its __consumer_offsets partition below the high watermark into a new Shard,
-// then publishes it. Until then the partition's requests answer
-// COORDINATOR_LOAD_IN_PROGRESS.
+// Loading: a coordinator elected for a partition rebuilds its groups and offsets by
+// replaying every record of its __consumer_offsets partition up to the log end offset into
+// a new Shard, then publishes it. Until then the partition's requests answer
+// COORDINATOR_LOAD_IN_PROGRESS. Like Kafka, it reads past the high watermark: a leader
+// never truncates its own log, so what a new leader holds above the high watermark becomes
+// committed in its term (its followers fetch it), and dropping it would lose the offsets
+// commits the previous leader acknowledged to clients.
 
 // loadReadBytes is how much of the log one read takes.
 const loadReadBytes = 1 << 20
@@ -25,6 +28,9 @@ func (c *Coordinator) loadAll(shards []*shard) {
 	for _, sh := range shards {
 		if c.ctx.Err() != nil {
 			return
+		}
+		if sh.ctx.Err() != nil {
+			continue // resigned meanwhile
 		}
 		g, n := c.load(sh)
 		groups += g
@@ -38,9 +44,9 @@ func (c *Coordinator) loadAll(shards []*shard) {
 // load replays one partition and publishes its shard; it returns the groups and records.
 func (c *Coordinator) load(sh *shard) (groups, records int) {
 	core := NewShard(c.cfg)
-	records, skipped, err := replay(c.ctx, sh.part, core)
+	records, skipped, err := replay(sh.ctx, sh.part, core)
 	if err != nil {
-		if c.ctx.Err() == nil {
+		if sh.ctx.Err() == nil {
 			sh.failed.Store(true)
 			c.log.Error("group coordinator could not load its partition; its groups are unavailable", "partition", sh.index, "err", err)
 		}
@@ -50,7 +56,7 @@ func (c *Coordinator) load(sh *shard) (groups, records int) {
 		c.log.Warn("group coordinator skipped records it does not understand", "partition", sh.index, "skipped", skipped)
 	}
 	sh.mu.Lock()
-	if sh.mu.closed {
+	if sh.mu.gone != nil {
 		sh.mu.Unlock()
 		return 0, 0
 	}
@@ -64,18 +70,19 @@ func (c *Coordinator) load(sh *shard) (groups, records int) {
 	return groups, records
 }
 
-// replay feeds every record of p below its high watermark to core; skipped counts records
-// Replay refused (other protocols' record types, undecodable records).
+// replay feeds every record of p below its log end offset (as it stood when replay began)
+// to core; skipped counts records Replay refused (other protocols' record types,
+// undecodable records).
 func replay(ctx context.Context, p *replica.Partition, core *Shard) (records, skipped int, err error) {
 	l := p.Log()
-	hw := p.HighWatermark()
+	end := l.LogEndOffset()
 	off := l.LogStartOffset()
 	var buf []byte
-	for off < hw {
+	for off < end {
 		if err := ctx.Err(); err != nil {
 			return records, skipped, err
 		}
-		sl, err := l.Read(off, loadReadBytes, hw, true)
+		sl, err := l.Read(off, loadReadBytes, end, true)
 		if err != nil {
 			return records, skipped, err
 		}
