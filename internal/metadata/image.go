@@ -1,5 +1,12 @@
 // Package metadata holds the cluster view every request routes by: an immutable Image of
-// topics, partitions and configs, replaced as a whole on every change so readers never lock.
+// brokers, topics, partitions and configs, replaced as a whole on every change so readers
+// never lock.
+//
+// Two things publish Images today. A Publisher (publisher.go) follows the controller's
+// metadata log: it applies committed record batches to a private state.Image and publishes
+// a new Image after each, rebuilding only what the records touched. The single-node Store
+// (store.go) persists topics in a JSON file; it goes away once every broker runs against the
+// controller quorum.
 package metadata
 
 import (
@@ -25,7 +32,13 @@ func NewTopicID() TopicID {
 
 func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
 
-// Topic is one topic as the image holds it. Topic values in an Image are never mutated.
+// Topic is one topic as the image holds it. Topic values in an Image are never mutated,
+// nor is anything they reference (Configs, Parts and the partitions' slices).
+//
+// In an Image published by a Publisher: Partitions == len(Parts); ReplicationFactor is the
+// number of target replicas of partition 0 (its replicas minus those being removed by a
+// reassignment); Configs is the topic's overrides (nil when it has none); Internal is set for
+// __consumer_offsets and __transaction_state.
 type Topic struct {
 	Name              string            `json:"name"`
 	ID                TopicID           `json:"id"`
@@ -33,16 +46,44 @@ type Topic struct {
 	ReplicationFactor int16             `json:"replication_factor"`
 	Configs           map[string]string `json:"configs,omitempty"` // topic-level overrides
 	Internal          bool              `json:"internal,omitempty"`
+	// Parts holds partition i at index i: its replicas, ISR and leadership. Empty in an image
+	// of the single-node Store, which has no replicas to record.
+	Parts []Partition `json:"-"`
 }
 
-// Image is an immutable view of the cluster metadata.
+// Partition returns partition p, or nil when the topic has no such partition. The result
+// points into the image and must not be modified.
+func (t *Topic) Partition(p int32) *Partition {
+	if p < 0 || int(p) >= len(t.Parts) {
+		return nil
+	}
+	return &t.Parts[p]
+}
+
+// Image is an immutable view of the cluster metadata: nothing reachable from an Image is
+// modified once it is published.
+//
+// Pointer stability: a Publisher builds each Image from the previous one, and every topic,
+// broker and config map that the applied records did not touch is the SAME pointer (or map)
+// in both. The broker finds what changed between two images by comparing pointers
+// (prev.Topics[name] != next.Topics[name]) instead of comparing contents; a changed pointer
+// may still hold equal contents (a rejected record still marks what it names).
 type Image struct {
 	Topics map[string]*Topic
 	byID   map[TopicID]*Topic
 	// NextProducerID is the first producer id not yet handed out (persisted in blocks).
 	NextProducerID int64
-	// BrokerConfigs are the dynamic broker configs set by AlterConfigs (never mutated).
+	// BrokerConfigs are the cluster-wide dynamic broker configs set by AlterConfigs (resource
+	// type 4, name ""). Never mutated.
 	BrokerConfigs map[string]string
+
+	// Brokers are the registered brokers by id (nil in a Store image).
+	Brokers map[int32]*Broker
+	// NodeConfigs are the dynamic overrides of single brokers (resource type 4, name = the
+	// broker id), by broker id. Neither map nor the inner maps are mutated.
+	NodeConfigs map[int32]map[string]string
+	// Offset is the metadata log offset of the last batch this image reflects, -1 when none.
+	Offset int64
 }
 
 func newImage(topics map[string]*Topic, nextPID int64, brokerConfigs map[string]string) *Image {
