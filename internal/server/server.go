@@ -67,6 +67,14 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
+// Use makes the server accept on an already-bound listener (for example a Mux half) instead
+// of one Listen binds; Serve must be called next.
+func (s *Server) Use(ln net.Listener) {
+	s.mu.Lock()
+	s.mu.ln = ln
+	s.mu.Unlock()
+}
+
 // Serve accepts connections until Close.
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
@@ -146,8 +154,8 @@ func (s *Server) Close() {
 			continue
 		}
 		// Closing the read side ends the loop after the in-flight request is answered.
-		if tc, ok := nc.(*net.TCPConn); ok {
-			if err := tc.CloseRead(); err != nil {
+		if cr, ok := nc.(interface{ CloseRead() error }); ok { // *net.TCPConn, or a Mux's conn
+			if err := cr.CloseRead(); err != nil {
 				nc.Close()
 			}
 		} else {

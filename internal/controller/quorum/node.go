@@ -132,6 +132,8 @@ type Node struct {
 	status atomic.Pointer[Status]
 	fatal  atomic.Pointer[error]
 
+	appliedSig appliedSignal // wakes Applied's waiters when applied moves (watch.go)
+
 	// Owned by the run loop.
 	lead      uint64
 	isLeader  bool
@@ -323,6 +325,7 @@ func (n *Node) publishStatus() {
 		leader = int32(n.lead - 1)
 	}
 	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Active: n.active})
+	n.appliedSig.set(int64(n.applied))
 }
 
 // Do runs a command on the active controller: cmd computes records and a response from the
