@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -407,5 +408,48 @@ func TestPublisherWaitForOffset(t *testing.T) {
 	go cancel()
 	if err := p.WaitForOffset(ctx, 100); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
+	}
+}
+
+// Readers walk published images while the applying goroutine publishes new ones, without
+// locks; they never see an image go back (run with -race to check nothing published is
+// written).
+func TestPublisherConcurrentReaders(t *testing.T) {
+	h := newHarness(t)
+	for id := int32(1); id <= 3; id++ {
+		h.register(id)
+	}
+	h.createTopic("t", 8, 3)
+	stop := make(chan struct{})
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			last := int64(-1)
+			for {
+				select {
+				case <-stop:
+					errc <- nil
+					return
+				default:
+				}
+				im := h.p.Image()
+				if im.Offset < last {
+					errc <- fmt.Errorf("image offset went back from %d to %d", last, im.Offset)
+					return
+				}
+				last = im.Offset
+				_ = dump(im)
+			}
+		}()
+	}
+	for i := range 200 {
+		tp := h.p.Image().Topic("t")
+		h.apply([]state.Record{isrFlip(tp, int32(i%8))})
+	}
+	close(stop)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
