@@ -79,6 +79,8 @@ func (p *Publisher) Subscribe(fn func(prev, next *Image)) {
 // Apply applies one committed batch at offset and publishes the result. A record the state
 // machine rejects (state.ErrRecordRejected) is skipped, the rest apply, the image is
 // published all the same and the error is returned: every node skips the same records.
+// The state image keeps references into recs (as the controller's does): they must not be
+// modified afterwards.
 func (p *Publisher) Apply(offset int64, recs []state.Record) error {
 	return p.ApplyBatch([]Entry{{Offset: offset, Records: recs}})
 }
