@@ -1,5 +1,7 @@
 // Package cli implements gregor's client tools: topic administration, a
-// console producer and consumer, and throughput benchmarks. Every tool is a
+// console producer and consumer, consumer group administration, cluster
+// tools (describe, partition reassignment, leader election) and throughput
+// benchmarks. Every tool is a
 // real Kafka client (franz-go's kgo and kadm), so it works against any
 // Kafka-compatible broker, not only gregor.
 //
@@ -27,13 +29,17 @@ import (
 // DefaultBootstrapServer is where the tools connect when -b is not given.
 const DefaultBootstrapServer = "127.0.0.1:9092"
 
-// AddCommands adds the client tools (topic, produce, consume, group, bench) to root.
+// AddCommands adds the client tools (topic, produce, consume, group,
+// cluster, reassign, leader, bench) to root.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
 		newTopicCommand(),
 		newProduceCommand(),
 		newConsumeCommand(),
 		newGroupCommand(),
+		newClusterCommand(),
+		newReassignCommand(),
+		newLeaderCommand(),
 		newBenchCommand(),
 	)
 }

@@ -149,10 +149,10 @@ func replicationFactor(d kadm.TopicDetail) int {
 }
 
 func newTopicListCommand(cf *clientFlags) *cobra.Command {
-	var internal bool
+	var internal, underReplicated bool
 	cmd := &cobra.Command{
 		Use:          "list",
-		Short:        "List topics",
+		Short:        "List topics, or with --under-replicated the partitions missing in-sync replicas",
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -168,6 +168,9 @@ func newTopicListCommand(cf *clientFlags) *cobra.Command {
 				}
 				if err != nil {
 					return fmt.Errorf("listing topics: %w", err)
+				}
+				if underReplicated {
+					return printUnderReplicated(cmd.OutOrStdout(), format, underReplicatedPartitions(details))
 				}
 				entries := make([]topicListEntry, 0, len(details))
 				for _, d := range details.Sorted() {
@@ -190,7 +193,43 @@ func newTopicListCommand(cf *clientFlags) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics (__consumer_offsets, ...)")
+	cmd.Flags().BoolVar(&underReplicated, "under-replicated", false, "list only partitions with fewer in-sync replicas than replicas")
 	return cmd
+}
+
+// underReplicatedPartition is one row of `topic list --under-replicated`.
+type underReplicatedPartition struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Leader    int32   `json:"leader"`
+	Replicas  []int32 `json:"replicas"`
+	ISR       []int32 `json:"isr"`
+}
+
+// underReplicatedPartitions picks the partitions of details whose ISR is
+// smaller than their replica set, sorted by topic and partition.
+func underReplicatedPartitions(details kadm.TopicDetails) []underReplicatedPartition {
+	out := []underReplicatedPartition{}
+	for _, d := range details.Sorted() {
+		for _, p := range d.Partitions.Sorted() {
+			if isUnderReplicated(p) {
+				out = append(out, underReplicatedPartition{Topic: d.Topic, Partition: p.Partition, Leader: p.Leader,
+					Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR)})
+			}
+		}
+	}
+	return out
+}
+
+func printUnderReplicated(w io.Writer, format string, ps []underReplicatedPartition) error {
+	if format == outputJSON {
+		return writeJSON(w, ps)
+	}
+	t := newTable(w, "TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR")
+	for _, p := range ps {
+		t.row(p.Topic, strconv.Itoa(int(p.Partition)), strconv.Itoa(int(p.Leader)), joinInt32s(p.Replicas), joinInt32s(p.ISR))
+	}
+	return t.flush()
 }
 
 func printTopicList(w io.Writer, format string, entries []topicListEntry) error {
@@ -223,9 +262,38 @@ type partitionDescription struct {
 	Replicas        []int32 `json:"replicas"`
 	ISR             []int32 `json:"isr"`
 	OfflineReplicas []int32 `json:"offline_replicas,omitempty"`
-	LogStartOffset  int64   `json:"log_start_offset"`
-	LogEndOffset    int64   `json:"log_end_offset"`
-	Error           string  `json:"error,omitempty"`
+	// Offline: no leader, or a leader that is not a live broker (Kafka's
+	// unavailable partition). UnderReplicated: fewer in-sync replicas than
+	// replicas.
+	Offline         bool   `json:"offline"`
+	UnderReplicated bool   `json:"under_replicated"`
+	LogStartOffset  int64  `json:"log_start_offset"`
+	LogEndOffset    int64  `json:"log_end_offset"`
+	Error           string `json:"error,omitempty"`
+}
+
+// isUnderReplicated: fewer in-sync replicas than replicas.
+func isUnderReplicated(p kadm.PartitionDetail) bool { return len(p.ISR) < len(p.Replicas) }
+
+// isOffline: no leader, or one that is not among the live brokers.
+func isOffline(p kadm.PartitionDetail, live map[int32]bool) bool {
+	return p.Leader < 0 || !live[p.Leader]
+}
+
+// partitionMarkers is a partition's STATUS cell: "offline",
+// "under-replicated", both, or "-".
+func partitionMarkers(offline, underReplicated bool) string {
+	var m []string
+	if offline {
+		m = append(m, "offline")
+	}
+	if underReplicated {
+		m = append(m, "under-replicated")
+	}
+	if len(m) == 0 {
+		return "-"
+	}
+	return strings.Join(m, ",")
 }
 
 func newTopicDescribeCommand(cf *clientFlags) *cobra.Command {
@@ -254,11 +322,15 @@ func newTopicDescribeCommand(cf *clientFlags) *cobra.Command {
 // rest of the description still prints.
 func describeTopic(ctx context.Context, adm *kadm.Client, name string) (topicDescription, []string, error) {
 	var warnings []string
-	details, err := adm.ListTopicsWithInternal(ctx, name)
+	meta, err := adm.Metadata(ctx, name)
 	if err != nil {
 		return topicDescription{}, nil, fmt.Errorf("describing topic %s: %w", name, err)
 	}
-	d, ok := details[name]
+	live := map[int32]bool{}
+	for _, b := range meta.Brokers {
+		live[b.NodeID] = true
+	}
+	d, ok := meta.Topics[name]
 	if !ok {
 		return topicDescription{}, nil, fmt.Errorf("describing topic %s: %s", name, kafkaErrorText(kerr.UnknownTopicOrPartition, ""))
 	}
@@ -306,6 +378,8 @@ func describeTopic(ctx context.Context, adm *kadm.Client, name string) (topicDes
 			Replicas:        nonNil(p.Replicas),
 			ISR:             nonNil(p.ISR),
 			OfflineReplicas: p.OfflineReplicas,
+			Offline:         isOffline(p, live),
+			UnderReplicated: isUnderReplicated(p),
 			LogStartOffset:  -1,
 			LogEndOffset:    -1,
 		}
@@ -378,7 +452,7 @@ func printTopicDescription(w io.Writer, format string, d topicDescription) error
 			fmt.Fprintf(w, "  %s=%s\n", k, d.Configs[k])
 		}
 	}
-	t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "LOG-START-OFFSET", "LOG-END-OFFSET", "ERROR")
+	t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE-REPLICAS", "STATUS", "LOG-START-OFFSET", "LOG-END-OFFSET", "ERROR")
 	for _, p := range d.Partitions {
 		t.row(
 			strconv.Itoa(int(p.Partition)),
@@ -386,6 +460,8 @@ func printTopicDescription(w io.Writer, format string, d topicDescription) error
 			strconv.Itoa(int(p.LeaderEpoch)),
 			joinInt32s(p.Replicas),
 			joinInt32s(p.ISR),
+			orDash(joinInt32s(p.OfflineReplicas)),
+			partitionMarkers(p.Offline, p.UnderReplicated),
 			offsetText(p.LogStartOffset),
 			offsetText(p.LogEndOffset),
 			p.Error,
