@@ -14,40 +14,15 @@ import (
 	"github.com/gregor-project/gregor/internal/config"
 )
 
-// pendingClusterKeys are keys the harness writes that the broker's config
-// does not know yet. The test fails on any other unknown key; delete an
-// entry once internal/config accepts it.
-var pendingClusterKeys = []string{"cluster.id"}
-
-// loadNodeConfig parses a node's properties file with the broker's config,
-// leaving out (and returning) the keys it does not know yet.
-func loadNodeConfig(t *testing.T, n *Node) (*config.Broker, map[string]string) {
+// loadNodeConfig loads a node's properties file as `gregor server --config`
+// does.
+func loadNodeConfig(t *testing.T, n *Node) *config.Broker {
 	t.Helper()
-	f, err := os.Open(n.ConfigFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	props, err := config.ReadProperties(f)
-	if err != nil {
-		t.Fatalf("%s: %v", n.ConfigFile, err)
-	}
-	known := config.BrokerConfigNames()
-	unknown := map[string]string{}
-	for k, v := range props {
-		if !slices.Contains(known, k) {
-			if !slices.Contains(pendingClusterKeys, k) {
-				t.Errorf("node %d: key %s is not a broker config", n.ID, k)
-			}
-			unknown[k] = v
-			delete(props, k)
-		}
-	}
-	cfg, err := config.Parse(props)
+	cfg, err := config.Load(n.ConfigFile, nil)
 	if err != nil {
 		t.Fatalf("node %d: %v\n%s", n.ID, err, readFile(t, n.ConfigFile))
 	}
-	return cfg, unknown
+	return cfg
 }
 
 func readFile(t *testing.T, path string) string {
@@ -80,12 +55,9 @@ func TestClusterConfigsParse(t *testing.T) {
 	})
 	c.layoutBroker(4)
 	for _, n := range c.Nodes() {
-		cfg, unknown := loadNodeConfig(t, n)
-		if len(unknown) > 0 {
-			t.Logf("node %d: keys the broker does not know yet: %v", n.ID, unknown)
-		}
-		if v, ok := unknown["cluster.id"]; ok && v != c.ClusterID() {
-			t.Errorf("node %d: cluster.id %q, want %q", n.ID, v, c.ClusterID())
+		cfg := loadNodeConfig(t, n)
+		if cfg.ClusterID != c.ClusterID() {
+			t.Errorf("node %d: cluster.id %q, want %q", n.ID, cfg.ClusterID, c.ClusterID())
 		}
 		if cfg.NodeID != n.ID {
 			t.Errorf("node.id = %d, want %d", cfg.NodeID, n.ID)
