@@ -235,7 +235,10 @@ func CheckPlan(plan ReassignmentPlan, current Assignment, brokers []int32) error
 //   - a partition's replicas are distinct and all in brokers;
 //   - replica counts per broker differ by at most one;
 //   - leader (first replica) counts per broker differ by at most one
-//     whenever some choice of leaders among the placed replicas allows it;
+//     whenever some choice of leaders among the placed replicas allows it,
+//     which it does in practice when all partitions have the same replica
+//     count (with mixed counts, a broker may hold more single-replica
+//     partitions than its share of leaders: replicas are balanced first);
 //   - replicas already on an allowed broker stay there, and current leaders
 //     stay leaders, unless balance requires moving them.
 //
@@ -308,8 +311,17 @@ func (g *planGen) placeReplicas() {
 	for _, b := range g.brokers {
 		allowed[b] = true
 	}
-	for _, s := range g.slots {
-		for _, b := range s.orig {
+	// Keep position by position (every current leader first, then every
+	// second replica, ...) so a full broker sheds its last-listed replicas
+	// spread over many partitions, and leaders are the last to go.
+	for pos, more := 0, true; more; pos++ {
+		more = false
+		for _, s := range g.slots {
+			if pos >= len(s.orig) {
+				continue
+			}
+			more = true
+			b := s.orig[pos]
 			if len(s.replicas) < s.rf && allowed[b] && !slices.Contains(s.replicas, b) && g.replicas[b] < ceil {
 				s.replicas = append(s.replicas, b)
 				g.replicas[b]++
