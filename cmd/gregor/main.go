@@ -18,6 +18,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serverCommand())
+	root.AddCommand(devCommand())
 	cli.AddCommands(root)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gregor:", err)
