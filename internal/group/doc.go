@@ -17,9 +17,12 @@
 //     reports. Replaying the records (Replay, then LoadComplete) rebuilds the state.
 //
 //   - Coordinator is the edge: it owns a lock per shard, appends the shard's records to the
-//     __consumer_offsets partition, arms one timer per shard for NextDeadline, replays each
-//     partition on start-up (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile), and blocks
-//     JoinGroup and SyncGroup callers on a channel until the core replies.
+//     __consumer_offsets partition, arms one timer per shard for NextDeadline, replays a
+//     partition when it is elected (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile), and
+//     blocks JoinGroup and SyncGroup callers on a channel until the core replies. It
+//     coordinates only the partitions this broker leads: the broker reports leadership with
+//     Elect and Resign (leadership.go), and a group of any other partition is answered
+//     NOT_COORDINATOR. A single node (Options.Manual unset) elects every local partition.
 //
 // # Group protocols
 //
