@@ -8,24 +8,53 @@ import (
 )
 
 // AlterConfigs v0-v2: the given configs replace every existing override of the resource.
+// Checked here, decided by the controller (configs.go).
 
-func handleAlterConfigs(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	for _, rr := range req.Resources {
-		sr := kmsg.NewAlterConfigsResponseResource()
-		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		err := h.alterConfigs(rr.ResourceType, rr.ResourceName, func(map[string]string) (map[string]string, error) {
+	ctx, cancel := adminContext(ctx, req)
+	defer cancel()
+	keys := make([]configKey, len(req.Resources))
+	next := make([]func(map[string]string) (map[string]string, error), len(req.Resources))
+	for i, rr := range req.Resources {
+		keys[i] = configKey{rr.ResourceType, rr.ResourceName}
+		next[i] = func(map[string]string) (map[string]string, error) {
 			m := map[string]string{}
 			for _, c := range rr.Configs {
 				if c.Value == nil {
 					return nil, fmt.Errorf("%w: null value for %s", errInvalidRequest, c.Name)
 				}
+				if _, dup := m[c.Name]; dup {
+					return nil, fmt.Errorf("%w: config %s named twice", errInvalidRequest, c.Name)
+				}
 				m[c.Name] = *c.Value
 			}
 			return m, nil
-		}, req.ValidateOnly)
-		sr.ErrorCode, sr.ErrorMessage = code(err), errMsg(err)
+		}
+	}
+	wants, errs := h.checkConfigResources(keys, next)
+	fwd := kmsg.NewPtrAlterConfigsRequest()
+	fwd.SetVersion(req.Version)
+	fwd.ValidateOnly = req.ValidateOnly
+	var fwdIdx []int
+	var fwdKeys []configKey
+	var fwdWants []map[string]string
+	for i, rr := range req.Resources {
+		if errs[i] == nil {
+			fwd.Resources = append(fwd.Resources, rr)
+			fwdIdx, fwdKeys, fwdWants = append(fwdIdx, i), append(fwdKeys, keys[i]), append(fwdWants, wants[i])
+		}
+	}
+	if len(fwdIdx) > 0 {
+		for j, err := range h.forwardConfigs(ctx, fwd, fwdKeys, fwdWants, req.ValidateOnly) {
+			errs[fwdIdx[j]] = err
+		}
+	}
+	for i, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		sr.ErrorCode, sr.ErrorMessage = code(errs[i]), errMsg(errs[i])
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return msg(resp)

@@ -1,89 +1,228 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/metadata"
 )
 
 // Config changes shared by AlterConfigs (replace every override) and IncrementalAlterConfigs
-// (set, delete, append, subtract).
+// (set, delete, append, subtract). Both are decided by the controller (forward.go): topic
+// resources, the cluster-wide broker default (name "") and single brokers (name = a broker
+// id). This broker checks each resource first (known keys, valid values, dynamic broker keys
+// only, a resource named once) against the overrides its image holds, and forwards the
+// resources that pass. Applying a dynamic broker config to this broker is a reaction to the
+// metadata image (ApplyImageConfigs), as are topic overrides (ReconfigureTopic).
 
-// alterConfigs applies a resource's new override set: for topics, the topic's overrides; for
-// a broker, its dynamic configs (persisted in the metadata store and applied to every topic
-// that inherits them).
-func (h *Handler) alterConfigs(typ kmsg.ConfigResourceType, name string, next func(cur map[string]string) (map[string]string, error), validateOnly bool) error {
+// configKey names one config resource of a request.
+type configKey struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// configAnswer is the controller's answer for one config resource.
+type configAnswer struct {
+	configKey
+	code int16
+	msg  *string
+}
+
+// checkConfigs computes the overrides resource typ/name would have after next, from the
+// ones im holds, and checks them. It returns them: what the image should show once the
+// controller has applied the change.
+func (h *Handler) checkConfigs(im *metadata.Image, typ kmsg.ConfigResourceType, name string, next func(cur map[string]string) (map[string]string, error)) (map[string]string, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
-		t := h.Meta.Image().Topic(name)
-		if t == nil {
-			return fmt.Errorf("%w: %s", errUnknownPartition, name)
+		if err := validTopicName(name); err != nil {
+			return nil, fmt.Errorf("%w: %s", errUnknownPartition, name)
 		}
-		m, err := next(maps.Clone(t.Configs))
+		var cur map[string]string
+		if t := im.Topic(name); t != nil {
+			cur = t.Configs
+		}
+		m, err := next(maps.Clone(cur))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for k, v := range m {
 			if err := config.ValidateTopicConfig(k, v); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if _, err := h.settings(m); err != nil {
-			return err
+			return nil, err
 		}
-		if validateOnly {
-			return nil
-		}
-		nt, err := h.Meta.SetConfigs(name, m)
-		if err != nil {
-			return err
-		}
-		return h.reconfigureTopic(nt)
+		return m, nil
 	case kmsg.ConfigResourceTypeBroker:
-		if err := h.checkBrokerResource(name); err != nil {
-			return err
-		}
-		m, err := next(h.Meta.Image().BrokerConfigs)
+		cur, err := brokerConfigs(im, name)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		m, err := next(maps.Clone(cur))
+		if err != nil {
+			return nil, err
 		}
 		for k, v := range m {
 			if err := h.Cfg.ValidateDynamic(k, v); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if validateOnly {
-			return nil
-		}
-		if err := ApplyDynamic(h.Cfg, m); err != nil {
-			return err
-		}
-		if err := h.Meta.SetBrokerConfigs(m); err != nil {
-			return err
-		}
-		return h.ReconfigureAll()
+		return m, nil
 	}
-	return fmt.Errorf("%w: config resource type %d is not supported", errInvalidRequest, typ)
+	return nil, fmt.Errorf("%w: config resource type %d is not supported", errInvalidRequest, typ)
 }
 
-// ApplyDynamic makes m the broker's whole set of dynamic configs: keys no longer in m are
-// removed, the rest set. The broker resource of this node and the cluster default ("") are
-// both stored as this broker's dynamic configs: on a single node they mean the same.
-func ApplyDynamic(cfg *config.Broker, m map[string]string) error {
-	for k := range cfg.Dynamic() {
-		if _, ok := m[k]; !ok {
-			if err := cfg.DeleteDynamic(k); err != nil {
-				return err
+// brokerConfigs returns the dynamic overrides im holds for broker resource name: "" is the
+// cluster-wide default, a broker id that broker's own overrides.
+func brokerConfigs(im *metadata.Image, name string) (map[string]string, error) {
+	if name == "" {
+		return im.BrokerConfigs, nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || id < 0 {
+		return nil, fmt.Errorf("%w: broker resource name %q is not a broker id", errInvalidRequest, name)
+	}
+	return im.NodeConfigs[int32(id)], nil
+}
+
+// configsShown reports whether im holds want as the overrides of resource k.
+func configsShown(im *metadata.Image, k configKey, want map[string]string) bool {
+	switch k.typ {
+	case kmsg.ConfigResourceTypeTopic:
+		t := im.Topic(k.name)
+		return t != nil && maps.Equal(t.Configs, want)
+	case kmsg.ConfigResourceTypeBroker:
+		cur, err := brokerConfigs(im, k.name)
+		return err == nil && maps.Equal(cur, want)
+	}
+	return true
+}
+
+// checkConfigResources checks every resource of a request (keys[i] with next[i]): a
+// resource named twice is INVALID_REQUEST for each entry, as in Kafka. It returns each
+// resource's expected overrides and error.
+func (h *Handler) checkConfigResources(keys []configKey, next []func(map[string]string) (map[string]string, error)) ([]map[string]string, []error) {
+	im := h.Meta.Image()
+	seen := map[configKey]int{}
+	for _, k := range keys {
+		seen[k]++
+	}
+	wants, errs := make([]map[string]string, len(keys)), make([]error, len(keys))
+	for i, k := range keys {
+		if seen[k] > 1 {
+			errs[i] = fmt.Errorf("%w: resource %d/%q appears more than once", errInvalidRequest, k.typ, k.name)
+			continue
+		}
+		wants[i], errs[i] = h.checkConfigs(im, k.typ, k.name, next[i])
+	}
+	return wants, errs
+}
+
+// forwardConfigs sends fwd (an AlterConfigs or IncrementalAlterConfigs request holding
+// exactly the resources keys, in order) to the controller and returns its answer for each.
+// Unless validateOnly, it then waits, at most configVisibleTimeout, until this broker's
+// image holds wants[i] for every changed resource: a describe sent to this broker next sees
+// the change. A change that does not show in time is answered as the controller answered.
+func (h *Handler) forwardConfigs(ctx context.Context, fwd kmsg.Request, keys []configKey, wants []map[string]string, validateOnly bool) []error {
+	errs := make([]error, len(keys))
+	r, err := h.forward(ctx, fwd)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	var answers []configAnswer
+	switch r := r.(type) {
+	case *kmsg.AlterConfigsResponse:
+		for _, a := range r.Resources {
+			answers = append(answers, configAnswer{configKey{a.ResourceType, a.ResourceName}, a.ErrorCode, a.ErrorMessage})
+		}
+	case *kmsg.IncrementalAlterConfigsResponse:
+		for _, a := range r.Resources {
+			answers = append(answers, configAnswer{configKey{a.ResourceType, a.ResourceName}, a.ErrorCode, a.ErrorMessage})
+		}
+	}
+	byKey := map[configKey]configAnswer{}
+	for _, a := range answers {
+		byKey[a.configKey] = a
+	}
+	var changed []int
+	for i, k := range keys {
+		a, ok := byKey[k]
+		if !ok {
+			errs[i] = fmt.Errorf("api: the controller did not answer for resource %d/%q", k.typ, k.name)
+			continue
+		}
+		if errs[i] = controllerError(a.code, a.msg); errs[i] == nil && !validateOnly {
+			changed = append(changed, i)
+		}
+	}
+	if len(changed) > 0 {
+		err := h.awaitMetadata(ctx, func(im *metadata.Image) bool {
+			for _, i := range changed {
+				if !configsShown(im, keys[i], wants[i]) {
+					return false
+				}
 			}
+			return true
+		}, configVisibleTimeout)
+		if err != nil {
+			h.Log.Warn("config change not shown in this broker's metadata in time", "err", err)
+		}
+	}
+	return errs
+}
+
+// ApplyImageConfigs makes the dynamic broker configs of im this broker's: im.BrokerConfigs
+// as the cluster-wide defaults (DYNAMIC_DEFAULT_BROKER_CONFIG) and im.NodeConfigs[h.NodeID]
+// as this broker's own (DYNAMIC_BROKER_CONFIG, which wins). When that changes an effective
+// value, every topic of im is re-resolved (ReconfigureTopic). The broker calls it for every
+// image that changes either map (and once at start). A value this broker refuses (a
+// cross-key rule broken) is skipped and reported in the error; the rest still apply.
+func (h *Handler) ApplyImageConfigs(im *metadata.Image) error {
+	own := im.NodeConfigs[h.NodeID]
+	defaults, dynamic := h.Cfg.DynamicDefaults(), h.Cfg.Dynamic()
+	if maps.Equal(defaults, im.BrokerConfigs) && maps.Equal(dynamic, own) {
+		return nil // the common case: nothing changed (values as set are already normal)
+	}
+	errs := []error{ApplyDynamicDefaults(h.Cfg, im.BrokerConfigs), ApplyDynamic(h.Cfg, own)}
+	if !maps.Equal(defaults, h.Cfg.DynamicDefaults()) || !maps.Equal(dynamic, h.Cfg.Dynamic()) {
+		errs = append(errs, h.reconfigureAll(im))
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyDynamic makes m this broker's whole set of per-broker dynamic configs: keys no
+// longer in m are removed, the rest set. Every key is tried; the errors are joined.
+func ApplyDynamic(cfg *config.Broker, m map[string]string) error {
+	return applyLayer(cfg.Dynamic(), m, cfg.SetDynamic, cfg.DeleteDynamic)
+}
+
+// ApplyDynamicDefaults makes m the whole set of cluster-wide dynamic defaults, as
+// ApplyDynamic does for the per-broker set.
+func ApplyDynamicDefaults(cfg *config.Broker, m map[string]string) error {
+	return applyLayer(cfg.DynamicDefaults(), m, cfg.SetDynamicDefault, cfg.DeleteDynamicDefault)
+}
+
+func applyLayer(cur, m map[string]string, set func(k, v string) error, del func(k string) error) error {
+	var errs []error
+	for k := range cur {
+		if _, ok := m[k]; !ok {
+			errs = append(errs, del(k))
 		}
 	}
 	for k, v := range m {
-		if err := cfg.SetDynamic(k, v); err != nil {
-			return err
+		if cur[k] != v {
+			errs = append(errs, set(k, v))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

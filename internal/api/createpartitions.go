@@ -5,64 +5,96 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/metadata"
 )
 
 // CreatePartitions v0-v3: raise a topic's partition count (never lower it), with an optional
-// assignment for the new partitions, or just validate.
+// assignment for the new partitions, or just validate; decided by the controller
+// (forward.go), which checks the counts, the assignment and duplicate topics. This broker
+// refuses a request adding more than maxRecordsPerUserOp partitions (counted against its
+// image) whole with POLICY_VIOLATION, and once the controller has grown a topic waits until
+// its image shows the new count.
 
-func handleCreatePartitions(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleCreatePartitions(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	ctx, cancel := adminContext(ctx, req)
+	defer cancel()
 	// One record per new partition, bounded per request as in Kafka.
 	var records int64
+	im := h.Meta.Image()
 	for _, rt := range req.Topics {
-		if t := h.Meta.Image().Topic(rt.Topic); t != nil && rt.Count > t.Partitions {
+		if t := im.Topic(rt.Topic); t != nil && rt.Count > t.Partitions {
 			records += int64(rt.Count - t.Partitions)
 		}
 	}
-	for _, rt := range req.Topics {
+	errs := make([]error, len(req.Topics))
+	if records > maxRecordsPerUserOp {
+		for i := range errs {
+			errs[i] = errExcessiveBatch
+		}
+	} else {
+		h.forwardCreatePartitions(ctx, req, errs)
+	}
+	for i, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		err := errExcessiveBatch
-		if records <= maxRecordsPerUserOp {
-			err = h.createPartitions(rt, req.ValidateOnly)
-		}
-		st.ErrorCode = code(err)
-		st.ErrorMessage = errMsg(err)
+		st.ErrorCode, st.ErrorMessage = code(errs[i]), errMsg(errs[i])
 		resp.Topics = append(resp.Topics, st)
 	}
 	return msg(resp)
 }
 
-func (h *Handler) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
-	t := h.Meta.Image().Topic(rt.Topic)
-	if t == nil {
-		return fmt.Errorf("%w: %s", errUnknownPartition, rt.Topic)
-	}
-	if rt.Count <= t.Partitions {
-		return fmt.Errorf("%w: topic %s has %d partitions; the new count %d must be larger", errInvalidPartitions, t.Name, t.Partitions, rt.Count)
-	}
-	if rt.Assignment != nil {
-		if len(rt.Assignment) != int(rt.Count-t.Partitions) {
-			return fmt.Errorf("%w: %d assignments for %d new partitions", errInvalidAssignment, len(rt.Assignment), rt.Count-t.Partitions)
-		}
-		a := map[int32][]int32{}
-		for i, ra := range rt.Assignment {
-			if len(ra.Replicas) != int(t.ReplicationFactor) {
-				return fmt.Errorf("%w: %d replicas for replication factor %d", errInvalidAssignment, len(ra.Replicas), t.ReplicationFactor)
-			}
-			a[t.Partitions+int32(i)] = ra.Replicas
-		}
-		if err := h.checkAssignment(a, t.Partitions, rt.Count); err != nil {
-			return err
-		}
-	}
-	if validateOnly {
-		return nil
-	}
-	nt, err := h.Meta.SetPartitions(t.Name, rt.Count)
+// forwardCreatePartitions sends req as it is to the controller, sets errs[i] to its answer
+// for req.Topics[i] and, unless validate-only, waits until this broker's image shows every
+// grown topic with its new count (REQUEST_TIMED_OUT for those that do not in time).
+func (h *Handler) forwardCreatePartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest, errs []error) {
+	r, err := h.forward(ctx, req)
 	if err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return
 	}
-	return h.OpenPartitions(nt, t.Partitions)
+	results := r.(*kmsg.CreatePartitionsResponse).Topics
+	used := make([]bool, len(results))
+	var grown []int
+	for i, rt := range req.Topics {
+		k := -1
+		for j := range results {
+			if !used[j] && results[j].Topic == rt.Topic {
+				k = j
+				break
+			}
+		}
+		if k < 0 {
+			errs[i] = fmt.Errorf("api: the controller did not answer for topic %q", rt.Topic)
+			continue
+		}
+		used[k] = true
+		if errs[i] = controllerError(results[k].ErrorCode, results[k].ErrorMessage); errs[i] == nil && !req.ValidateOnly {
+			grown = append(grown, i)
+		}
+	}
+	shown := func(im *metadata.Image, rt kmsg.CreatePartitionsRequestTopic) bool {
+		t := im.Topic(rt.Topic)
+		return t != nil && t.Partitions >= rt.Count
+	}
+	err = h.awaitMetadata(ctx, func(im *metadata.Image) bool {
+		for _, i := range grown {
+			if !shown(im, req.Topics[i]) {
+				return false
+			}
+		}
+		return true
+	}, 0)
+	if err != nil {
+		im := h.Meta.Image()
+		for _, i := range grown {
+			if !shown(im, req.Topics[i]) {
+				errs[i] = fmt.Errorf("%w: topic %q was grown but broker %d does not see it yet", errTimedOut, req.Topics[i].Topic, h.NodeID)
+			}
+		}
+	}
 }

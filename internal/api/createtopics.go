@@ -7,64 +7,88 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// CreateTopics v0-v7, with configs, manual replica assignments and validate_only. A name that
-// appears twice in one request fails both entries with INVALID_REQUEST, as in Kafka.
+// CreateTopics v0-v7, with configs, manual replica assignments and validate_only, decided
+// by the controller (forward.go). This broker answers what needs no cluster state itself: a
+// name that appears twice in one request fails both entries with INVALID_REQUEST, as in
+// Kafka; a request over maxRecordsPerUserOp fails whole with POLICY_VIOLATION; bad names,
+// null or invalid config values and malformed assignments fail their entry. The rest go to
+// the controller as one request, and the answers are merged back in request order. The
+// answer's configs (v5+) are this broker's description of the created topic's overrides.
 
-func handleCreateTopics(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleCreateTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	ctx, cancel := adminContext(ctx, req)
+	defer cancel()
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
 	tooLarge := h.createTopicsRecords(req) > maxRecordsPerUserOp
-	for _, rt := range req.Topics {
-		st := kmsg.NewCreateTopicsResponseTopic()
-		st.Topic = rt.Topic
-		st.NumPartitions, st.ReplicationFactor = -1, -1
-		spec := topicSpec{name: rt.Topic, partitions: rt.NumPartitions, rf: rt.ReplicationFactor}
+	errs := make([]error, len(req.Topics))
+	specs := make([]topicSpec, len(req.Topics))
+	var fwd []topicSpec
+	var fwdIdx []int
+	for i, rt := range req.Topics {
+		s := topicSpec{name: rt.Topic, partitions: rt.NumPartitions, rf: rt.ReplicationFactor}
 		var err error
-		if seen[rt.Topic] > 1 {
-			err = fmt.Errorf("%w: topic %q appears more than once", errInvalidRequest, rt.Topic)
-		}
-		if tooLarge {
-			err = errExcessiveBatch
-		}
 		if len(rt.Configs) > 0 {
-			spec.configs = map[string]string{}
+			s.configs = map[string]string{}
 			for _, c := range rt.Configs {
 				if c.Value == nil {
 					err = fmt.Errorf("%w: null value for config %s", errInvalidRequest, c.Name)
 					continue
 				}
-				spec.configs[c.Name] = *c.Value
+				s.configs[c.Name] = *c.Value
 			}
 		}
 		if len(rt.ReplicaAssignment) > 0 {
-			spec.assignment = map[int32][]int32{}
+			s.assignment = map[int32][]int32{}
 			for _, a := range rt.ReplicaAssignment {
-				spec.assignment[a.Partition] = a.Replicas
-			}
-		}
-		if err == nil {
-			t, cerr := h.createTopic(spec, req.ValidateOnly)
-			if err = cerr; err == nil {
-				st.TopicID = t.ID
-				st.NumPartitions = t.Partitions
-				st.ReplicationFactor = t.ReplicationFactor
-				if req.Version >= 5 {
-					for _, e := range h.Cfg.DescribeTopic(t.Configs) {
-						c := kmsg.NewCreateTopicsResponseTopicConfig()
-						c.Name, c.ReadOnly, c.Source, c.IsSensitive = e.Name, e.ReadOnly, e.Source, e.Sensitive
-						v := e.Value
-						c.Value = &v
-						st.Configs = append(st.Configs, c)
-					}
+				if _, dup := s.assignment[a.Partition]; dup && err == nil {
+					err = fmt.Errorf("%w: partition %d assigned twice", errInvalidAssignment, a.Partition)
 				}
+				s.assignment[a.Partition] = a.Replicas
 			}
 		}
-		st.ErrorCode = code(err)
-		st.ErrorMessage = errMsg(err)
+		switch {
+		case seen[rt.Topic] > 1:
+			err = fmt.Errorf("%w: topic %q appears more than once", errInvalidRequest, rt.Topic)
+		case tooLarge:
+			err = errExcessiveBatch
+		case err == nil:
+			err = h.checkTopic(&s)
+		}
+		errs[i], specs[i] = err, s
+		if err == nil {
+			fwd, fwdIdx = append(fwd, s), append(fwdIdx, i)
+		}
+	}
+	created := make([]createdTopic, len(req.Topics))
+	for j, res := range h.createTopics(ctx, fwd, req.ValidateOnly) {
+		created[fwdIdx[j]] = res
+		errs[fwdIdx[j]] = res.err
+	}
+	for i, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		if err := errs[i]; err != nil {
+			st.ErrorCode, st.ErrorMessage = code(err), errMsg(err)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		c := created[i]
+		st.TopicID, st.NumPartitions, st.ReplicationFactor = c.id, c.partitions, c.replicationFactor
+		if req.Version >= 5 {
+			for _, e := range h.Cfg.DescribeTopic(specs[i].configs) {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.ReadOnly, c.Source, c.IsSensitive = e.Name, e.ReadOnly, e.Source, e.Sensitive
+				v := e.Value
+				c.Value = &v
+				st.Configs = append(st.Configs, c)
+			}
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return msg(resp)

@@ -11,18 +11,41 @@ import (
 
 // IncrementalAlterConfigs v0-v1: SET and DELETE single keys; APPEND and SUBTRACT add or
 // remove items of list configs (cleanup.policy). A key named twice in one resource is
-// INVALID_REQUEST.
+// INVALID_REQUEST. Checked here, decided by the controller (configs.go).
 
-func handleIncrementalAlterConfigs(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleIncrementalAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	for _, rr := range req.Resources {
+	ctx, cancel := adminContext(ctx, req)
+	defer cancel()
+	keys := make([]configKey, len(req.Resources))
+	next := make([]func(map[string]string) (map[string]string, error), len(req.Resources))
+	for i, rr := range req.Resources {
+		keys[i] = configKey{rr.ResourceType, rr.ResourceName}
+		next[i] = func(cur map[string]string) (map[string]string, error) { return applyIncremental(cur, rr.Configs) }
+	}
+	wants, errs := h.checkConfigResources(keys, next)
+	fwd := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	fwd.SetVersion(req.Version)
+	fwd.ValidateOnly = req.ValidateOnly
+	var fwdIdx []int
+	var fwdKeys []configKey
+	var fwdWants []map[string]string
+	for i, rr := range req.Resources {
+		if errs[i] == nil {
+			fwd.Resources = append(fwd.Resources, rr)
+			fwdIdx, fwdKeys, fwdWants = append(fwdIdx, i), append(fwdKeys, keys[i]), append(fwdWants, wants[i])
+		}
+	}
+	if len(fwdIdx) > 0 {
+		for j, err := range h.forwardConfigs(ctx, fwd, fwdKeys, fwdWants, req.ValidateOnly) {
+			errs[fwdIdx[j]] = err
+		}
+	}
+	for i, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		err := h.alterConfigs(rr.ResourceType, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
-			return applyIncremental(cur, rr.Configs)
-		}, req.ValidateOnly)
-		sr.ErrorCode, sr.ErrorMessage = code(err), errMsg(err)
+		sr.ErrorCode, sr.ErrorMessage = code(errs[i]), errMsg(errs[i])
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return msg(resp)

@@ -1,10 +1,17 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/group"
@@ -46,13 +53,21 @@ func validTopicName(name string) error {
 // topicSpec is a topic to create.
 type topicSpec struct {
 	name       string
-	partitions int32 // -1: num.partitions
-	rf         int16 // -1: default.replication.factor
+	partitions int32 // -1: the controller's num.partitions
+	rf         int16 // -1: the controller's default.replication.factor
 	assignment map[int32][]int32
 	configs    map[string]string
 }
 
-// checkTopic validates a spec and fills in defaults.
+// autoCreateTimeout bounds a topic creation that no request's timeout bounds: Metadata's
+// auto-creation and the group coordinator's __consumer_offsets.
+const autoCreateTimeout = 10 * time.Second
+
+// checkTopic applies the checks that need no cluster state (the name, the shape of a manual
+// assignment, explicit counts, config values) and __consumer_offsets' defaults. What needs
+// the cluster (does the topic exist, are there enough brokers, are the assigned brokers
+// registered) is the controller's to decide. The one exception is Kafka's rule against
+// names that differ only by '.' and '_', checked here against this broker's image.
 func (h *Handler) checkTopic(s *topicSpec) error {
 	if err := validTopicName(s.name); err != nil {
 		return err
@@ -60,14 +75,11 @@ func (h *Handler) checkTopic(s *topicSpec) error {
 	if s.name == group.TopicName {
 		h.offsetsTopicDefaults(s) // however it is created, it is the group coordinator's topic
 	}
-	if h.Meta.Image().Topic(s.name) != nil {
-		return fmt.Errorf("%w: %s", metadata.ErrTopicExists, s.name)
-	}
 	if strings.Contains(s.name, ".") || strings.Contains(s.name, "_") {
 		// Kafka forbids topics whose names differ only by '.' vs '_' (metric names collide).
 		norm := strings.ReplaceAll(s.name, ".", "_")
 		for _, n := range h.Meta.Image().TopicNames() {
-			if strings.ReplaceAll(n, ".", "_") == norm {
+			if n != s.name && strings.ReplaceAll(n, ".", "_") == norm {
 				return fmt.Errorf("%w: %q collides with existing topic %q", errInvalidTopic, s.name, n)
 			}
 		}
@@ -76,26 +88,15 @@ func (h *Handler) checkTopic(s *topicSpec) error {
 		if s.partitions != -1 || s.rf != -1 {
 			return fmt.Errorf("%w: both a replica assignment and partitions/replication factor given", errInvalidRequest)
 		}
-		if err := h.checkAssignment(s.assignment, 0, int32(len(s.assignment))); err != nil {
+		if err := checkAssignment(s.assignment, 0, int32(len(s.assignment)), len(s.assignment[0])); err != nil {
 			return err
 		}
-		s.partitions = int32(len(s.assignment))
-		s.rf = int16(len(s.assignment[0]))
 	}
-	if s.partitions == -1 {
-		s.partitions = h.Cfg.Current().NumPartitions
-	}
-	if s.rf == -1 {
-		s.rf = int16(h.Cfg.Current().DefaultReplicationFactor)
-	}
-	if s.partitions <= 0 {
+	if s.partitions == 0 || s.partitions < -1 {
 		return fmt.Errorf("%w: %d partitions", errInvalidPartitions, s.partitions)
 	}
-	if s.rf <= 0 {
+	if s.rf == 0 || s.rf < -1 {
 		return fmt.Errorf("%w: replication factor must be larger than 0", errInvalidRF)
-	}
-	if s.rf > 1 {
-		return fmt.Errorf("%w: replication factor %d larger than the 1 available broker", errInvalidRF, s.rf)
 	}
 	for k, v := range s.configs {
 		if err := config.ValidateTopicConfig(k, v); err != nil {
@@ -106,19 +107,25 @@ func (h *Handler) checkTopic(s *topicSpec) error {
 	return err
 }
 
-// checkAssignment checks a manual assignment for partitions [from, to): each partition listed
-// once with distinct replicas, all of them this broker.
-func (h *Handler) checkAssignment(a map[int32][]int32, from, to int32) error {
+// checkAssignment checks the shape of a manual assignment of partitions [from, to): each
+// partition listed, with rf distinct replicas. Whether the brokers exist is the
+// controller's to check.
+func checkAssignment(a map[int32][]int32, from, to int32, rf int) error {
+	for p := range a {
+		if p < from || p >= to {
+			return fmt.Errorf("%w: partition %d is not among the new partitions %d-%d", errInvalidAssignment, p, from, to-1)
+		}
+	}
 	for p := from; p < to; p++ {
 		reps, ok := a[p]
 		if !ok || len(reps) == 0 {
 			return fmt.Errorf("%w: partition %d has no replicas", errInvalidAssignment, p)
 		}
+		if len(reps) != rf {
+			return fmt.Errorf("%w: partition %d has %d replicas where others have %d", errInvalidAssignment, p, len(reps), rf)
+		}
 		seen := map[int32]bool{}
 		for _, r := range reps {
-			if r != h.NodeID {
-				return fmt.Errorf("%w: unknown broker %d", errInvalidAssignment, r)
-			}
 			if seen[r] {
 				return fmt.Errorf("%w: duplicate replica %d", errInvalidAssignment, r)
 			}
@@ -128,23 +135,135 @@ func (h *Handler) checkAssignment(a map[int32][]int32, from, to int32) error {
 	return nil
 }
 
-// createTopic validates, records and opens a topic's partitions.
+// createdTopic is the controller's answer for one topic of a forwarded CreateTopics.
+type createdTopic struct {
+	id                metadata.TopicID
+	partitions        int32
+	replicationFactor int16
+	err               error
+}
+
+// createTopics forwards specs (already checked) to the controller as one CreateTopics
+// request, at the newest version so the answer carries topic ids, and returns the answers
+// in specs' order. Unless validateOnly, it then waits until every created topic is in this
+// broker's image; a topic that does not show before ctx ends is REQUEST_TIMED_OUT, as Kafka
+// answers a creation not complete within the request's timeout.
+func (h *Handler) createTopics(ctx context.Context, specs []topicSpec, validateOnly bool) []createdTopic {
+	out := make([]createdTopic, len(specs))
+	if len(specs) == 0 {
+		return out
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(apis[kmsg.CreateTopics.Int16()].max)
+	req.ValidateOnly = validateOnly
+	if dl, ok := ctx.Deadline(); ok {
+		req.TimeoutMillis = int32(min(max(time.Until(dl).Milliseconds(), 1), math.MaxInt32))
+	}
+	for _, s := range specs {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = s.name, s.partitions, s.rf
+		for _, p := range slices.Sorted(maps.Keys(s.assignment)) {
+			ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			ra.Partition, ra.Replicas = p, s.assignment[p]
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.configs)) {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(s.configs[k])
+			rt.Configs = append(rt.Configs, c)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	r, err := h.forward(ctx, req)
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	byName := map[string]*kmsg.CreateTopicsResponseTopic{}
+	for i := range r.(*kmsg.CreateTopicsResponse).Topics {
+		st := &r.(*kmsg.CreateTopicsResponse).Topics[i]
+		byName[st.Topic] = st
+	}
+	for i, s := range specs {
+		st := byName[s.name]
+		if st == nil {
+			out[i].err = fmt.Errorf("api: the controller did not answer for topic %q", s.name)
+			continue
+		}
+		out[i] = createdTopic{id: st.TopicID, partitions: st.NumPartitions, replicationFactor: st.ReplicationFactor, err: controllerError(st.ErrorCode, st.ErrorMessage)}
+	}
+	if validateOnly {
+		return out
+	}
+	err = h.awaitMetadata(ctx, func(im *metadata.Image) bool {
+		for i, s := range specs {
+			if out[i].err == nil && !topicShown(im, s.name, out[i].id) {
+				return false
+			}
+		}
+		return true
+	}, 0)
+	if err != nil {
+		im := h.Meta.Image()
+		for i, s := range specs {
+			if out[i].err == nil && !topicShown(im, s.name, out[i].id) {
+				out[i].err = fmt.Errorf("%w: topic %q was created but broker %d does not see it yet", errTimedOut, s.name, h.NodeID)
+			}
+		}
+	}
+	for i, s := range specs {
+		if out[i].err == nil {
+			h.Log.Info("created topic", "topic", s.name, "partitions", out[i].partitions, "id", out[i].id.String())
+		}
+	}
+	return out
+}
+
+// topicShown reports whether im has topic name, with id when id is known.
+func topicShown(im *metadata.Image, name string, id metadata.TopicID) bool {
+	t := im.Topic(name)
+	return t != nil && (id == metadata.TopicID{} || t.ID == id)
+}
+
+// createTopic creates one topic through the controller (Metadata's auto-creation, the group
+// coordinator's __consumer_offsets) and returns it as this broker's image shows it. A topic
+// that exists already is an error wrapping metadata.ErrTopicExists, returned only once this
+// broker's image shows that topic, so a caller that then reads the image finds it.
 func (h *Handler) createTopic(s topicSpec, validateOnly bool) (*metadata.Topic, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), autoCreateTimeout)
+	defer cancel()
+	return h.createTopicContext(ctx, s, validateOnly)
+}
+
+// createTopicContext is createTopic bounded by ctx.
+func (h *Handler) createTopicContext(ctx context.Context, s topicSpec, validateOnly bool) (*metadata.Topic, error) {
 	if err := h.checkTopic(&s); err != nil {
 		return nil, err
 	}
+	res := h.createTopics(ctx, []topicSpec{s}, validateOnly)[0]
+	if errors.Is(res.err, kerr.TopicAlreadyExists) {
+		if err := h.awaitMetadata(ctx, func(im *metadata.Image) bool { return im.Topic(s.name) != nil }, 0); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s", metadata.ErrTopicExists, s.name)
+	}
+	if res.err != nil {
+		return nil, res.err
+	}
 	if validateOnly {
-		return &metadata.Topic{Name: s.name, Partitions: s.partitions, ReplicationFactor: s.rf, Configs: s.configs}, nil
+		return &metadata.Topic{Name: s.name, Partitions: res.partitions, ReplicationFactor: res.replicationFactor, Configs: s.configs}, nil
 	}
-	t, err := h.Meta.CreateTopic(metadata.Topic{Name: s.name, Partitions: s.partitions, ReplicationFactor: s.rf, Configs: s.configs, Internal: s.name == group.TopicName})
-	if err != nil {
-		return nil, err
+	if t := h.Meta.Image().Topic(s.name); t != nil {
+		return t, nil
 	}
-	h.Log.Info("created topic", "topic", t.Name, "partitions", t.Partitions, "id", t.ID.String())
-	return t, h.OpenPartitions(t, 0)
+	// Deleted again between the wait and now.
+	return nil, fmt.Errorf("%w: %s", errUnknownPartition, s.name)
 }
 
-// OpenPartitions opens the topic's partitions from index `from` on.
+// OpenPartitions opens the topic's partitions from index `from` on (the single-node start-up
+// path; in a cluster the replica manager opens the partitions the image assigns here).
 func (h *Handler) OpenPartitions(t *metadata.Topic, from int32) error {
 	s, err := h.settings(t.Configs)
 	if err != nil {
@@ -158,8 +277,10 @@ func (h *Handler) OpenPartitions(t *metadata.Topic, from int32) error {
 	return nil
 }
 
-// reconfigureTopic applies a topic's new overrides to its open partitions.
-func (h *Handler) reconfigureTopic(t *metadata.Topic) error {
+// ReconfigureTopic applies a topic's overrides, as resolved against this broker's current
+// defaults, to its partitions open on this broker. The broker calls it when an image
+// changes a topic's configs (compare Topic.Configs of the previous and the new image).
+func (h *Handler) ReconfigureTopic(t *metadata.Topic) error {
 	s, err := h.settings(t.Configs)
 	if err != nil {
 		return err
@@ -172,33 +293,18 @@ func (h *Handler) reconfigureTopic(t *metadata.Topic) error {
 	return nil
 }
 
-// ReconfigureAll re-resolves every topic after a broker default changed.
-func (h *Handler) ReconfigureAll() error {
-	im := h.Meta.Image()
-	for _, n := range im.TopicNames() {
-		if err := h.reconfigureTopic(im.Topic(n)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// ReconfigureAll re-resolves every topic of the current image after a broker default
+// changed.
+func (h *Handler) ReconfigureAll() error { return h.reconfigureAll(h.Meta.Image()) }
 
-// deleteTopic removes a topic from metadata, then its partitions from disk.
-func (h *Handler) deleteTopic(name string) error {
-	if !h.Cfg.Current().DeleteTopicEnable {
-		return errDeleteDisabled
-	}
-	t, err := h.Meta.DeleteTopic(name)
-	if err != nil {
-		return err
-	}
-	for p := int32(0); p < t.Partitions; p++ {
-		if err := h.Replicas.Remove(t.Name, p); err != nil {
-			h.Log.Error("deleting partition files failed", "topic", t.Name, "partition", p, "err", err)
+func (h *Handler) reconfigureAll(im *metadata.Image) error {
+	var errs []error
+	for _, n := range im.TopicNames() {
+		if err := h.ReconfigureTopic(im.Topic(n)); err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", n, err))
 		}
 	}
-	h.Log.Info("deleted topic", "topic", name)
-	return nil
+	return errors.Join(errs...)
 }
 
 // partition returns an open partition of a known topic, or errUnknownPartition; a partition

@@ -1,0 +1,25 @@
+package api
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AlterPartitionReassignments v0: start or cancel (null replicas) partition reassignments,
+// decided by the controller and answered as it answers (forward.go). v1's
+// allow_replication_factor_change is not served: the controller does not implement the
+// refusal it asks for.
+
+func handleAlterPartitionReassignments(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.AlterPartitionAssignmentsRequest)
+	ctx, cancel := adminContext(ctx, req)
+	defer cancel()
+	resp, err := h.forward(ctx, req)
+	if err == nil {
+		return msg(resp)
+	}
+	out := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	out.ErrorCode, out.ErrorMessage = code(err), errMsg(err)
+	return msg(out)
+}
