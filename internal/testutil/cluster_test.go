@@ -2,14 +2,20 @@ package testutil
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gregor-project/gregor/internal/config"
 )
@@ -332,5 +338,71 @@ func TestClusterIsolateRefusesTheNodesOwnConnections(t *testing.T) {
 	_, in, out = dialerRun(t, n1, n2.InternalAddr())
 	if err := echo("again"); err != nil {
 		t.Fatalf("node 1 after Heal: %v", err)
+	}
+}
+
+// A one-node cluster of a real process: Stop is a clean exit, Kill a crash,
+// Start brings the node back on its data, and a paused node answers nothing
+// until resumed.
+func TestClusterNodeLifecycle(t *testing.T) {
+	c := StartCluster(t, ClusterOptions{Nodes: 1})
+	n := c.Node(1)
+	if !n.Running() || !slices.Equal(c.Bootstrap(), []string{n.ClientAddr()}) {
+		t.Fatalf("running %v, bootstrap %v", n.Running(), c.Bootstrap())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produce := func(v string) {
+		t.Helper()
+		cl := c.Client(t, kgo.AllowAutoTopicCreation())
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "life", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+		cl.Close()
+	}
+	endOffset := func(timeout time.Duration) (int64, error) {
+		cl := c.Client(t)
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "life")
+		if err != nil {
+			return 0, err
+		}
+		o, ok := ends.Lookup("life", 0)
+		if !ok || o.Err != nil {
+			return 0, fmt.Errorf("no end offset: %v", o.Err)
+		}
+		return o.Offset, nil
+	}
+
+	produce("a")
+	if err := n.Stop(); err != nil {
+		t.Fatalf("Stop: %v\n%s", err, tailFile(n.LogFile, 20))
+	}
+	if n.Running() || len(c.Bootstrap()) != 0 {
+		t.Fatalf("after Stop: running %v, bootstrap %v", n.Running(), c.Bootstrap())
+	}
+	n.Start()
+	produce("b")
+	n.Kill()
+	if n.Running() {
+		t.Fatal("running after Kill")
+	}
+	n.Start()
+	if o, err := endOffset(30 * time.Second); err != nil || o != 2 {
+		t.Fatalf("end offset after a stop and a crash: %d, %v; want 2", o, err)
+	}
+
+	n.Pause()
+	if _, err := endOffset(time.Second); err == nil {
+		t.Fatal("a paused node answered")
+	}
+	n.Resume()
+	if o, err := endOffset(30 * time.Second); err != nil || o != 2 {
+		t.Fatalf("end offset after Resume: %d, %v", o, err)
+	}
+	if !strings.Contains(readFile(t, n.LogFile), "=== ") {
+		t.Errorf("log file %s lacks the start markers", n.LogFile)
 	}
 }
