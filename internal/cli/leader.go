@@ -153,7 +153,7 @@ func PrintElectionResults(w io.Writer, format string, results []ElectionResult) 
 		return writeJSON(w, results)
 	}
 	if len(results) == 0 {
-		_, err := fmt.Fprintln(w, "No partitions to elect leaders for.")
+		_, err := fmt.Fprintln(w, "No leader elections were needed.")
 		return err
 	}
 	t := newTable(w, "TOPIC", "PARTITION", "RESULT", "ERROR")
