@@ -94,6 +94,8 @@ func TestClusterArgumentErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := dir + "/bad.json"
 	writeFile(t, bad, `{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,1]}]}`)
+	good := dir + "/good.json"
+	writeFile(t, good, `{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1]}]}`)
 	b := []string{"-b", "127.0.0.1:1"}
 	tests := []struct {
 		args []string
@@ -111,6 +113,7 @@ func TestClusterArgumentErrors(t *testing.T) {
 		{[]string{"reassign", "execute", "--plan", bad}, "partitions[0] (a-0): broker 1 listed twice"},
 		{[]string{"reassign", "execute", "--plan", bad, "--throttle", "-5"}, "--throttle"},
 		{[]string{"reassign", "status", "--plan", bad}, "listed twice"},
+		{[]string{"reassign", "execute", "--plan", good, "-o", "json"}, "text only"},
 		{[]string{"reassign", "cancel", "--plan", bad}, "listed twice"},
 	}
 	for _, tt := range tests {

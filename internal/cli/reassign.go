@@ -437,7 +437,11 @@ the reassignment is complete.`,
 			if opt.Wait {
 				timeout = 0
 			}
-			return clientRun(cmd, cf, timeout, func(ctx context.Context, cl *kgo.Client, _ string) error {
+			return clientRun(cmd, cf, timeout, func(ctx context.Context, cl *kgo.Client, format string) error {
+				if format == outputJSON {
+					// It reports as it goes; use 'reassign status -o json' for a result.
+					return errors.New("reassign execute prints text only: drop -o json")
+				}
 				opt.TTY = isTerminal(cmd.OutOrStdout())
 				return ExecuteReassignment(ctx, cl, plan, opt, cmd.OutOrStdout())
 			})
