@@ -6,10 +6,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// AlterPartitionReassignments v0: start or cancel (null replicas) partition reassignments,
-// decided by the controller and answered as it answers (forward.go). v1's
-// allow_replication_factor_change is not served: the controller does not implement the
-// refusal it asks for.
+// AlterPartitionReassignments v0-v1: start or cancel (null replicas) partition
+// reassignments, decided by the controller and answered as it answers (forward.go). With
+// v1's allow_replication_factor_change false, the controller refuses a target of another
+// size than the current replica set (INVALID_REPLICATION_FACTOR).
 
 func handleAlterPartitionReassignments(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterPartitionAssignmentsRequest)

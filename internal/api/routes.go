@@ -9,6 +9,6 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // into handler.go's table as they are.
 func init() {
 	apis[kmsg.ElectLeaders.Int16()] = api{0, 2, handleElectLeaders}
-	apis[kmsg.AlterPartitionAssignments.Int16()] = api{0, 0, handleAlterPartitionReassignments}
+	apis[kmsg.AlterPartitionAssignments.Int16()] = api{0, 1, handleAlterPartitionReassignments}
 	apis[kmsg.ListPartitionReassignments.Int16()] = api{0, 0, handleListPartitionReassignments}
 }
