@@ -40,9 +40,6 @@ type configAnswer struct {
 func (h *Handler) checkConfigs(im *metadata.Image, typ kmsg.ConfigResourceType, name string, next func(cur map[string]string) (map[string]string, error)) (map[string]string, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
-		if err := validTopicName(name); err != nil {
-			return nil, fmt.Errorf("%w: %s", errUnknownPartition, name)
-		}
 		var cur map[string]string
 		if t := im.Topic(name); t != nil {
 			cur = t.Configs

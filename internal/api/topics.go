@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -65,24 +64,14 @@ const autoCreateTimeout = 10 * time.Second
 
 // checkTopic applies the checks that need no cluster state (the name, the shape of a manual
 // assignment, explicit counts, config values) and __consumer_offsets' defaults. What needs
-// the cluster (does the topic exist, are there enough brokers, are the assigned brokers
-// registered) is the controller's to decide. The one exception is Kafka's rule against
-// names that differ only by '.' and '_', checked here against this broker's image.
+// the cluster (does the topic exist, or one whose name differs only by '.' and '_', are
+// there enough brokers, are the assigned brokers registered) is the controller's to decide.
 func (h *Handler) checkTopic(s *topicSpec) error {
 	if err := validTopicName(s.name); err != nil {
 		return err
 	}
 	if s.name == group.TopicName {
 		h.offsetsTopicDefaults(s) // however it is created, it is the group coordinator's topic
-	}
-	if strings.Contains(s.name, ".") || strings.Contains(s.name, "_") {
-		// Kafka forbids topics whose names differ only by '.' vs '_' (metric names collide).
-		norm := strings.ReplaceAll(s.name, ".", "_")
-		for _, n := range h.Meta.Image().TopicNames() {
-			if n != s.name && strings.ReplaceAll(n, ".", "_") == norm {
-				return fmt.Errorf("%w: %q collides with existing topic %q", errInvalidTopic, s.name, n)
-			}
-		}
 	}
 	if len(s.assignment) > 0 {
 		if s.partitions != -1 || s.rf != -1 {
