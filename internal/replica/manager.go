@@ -3,6 +3,8 @@ package replica
 import (
 	"errors"
 	"log/slog"
+	"maps"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,10 @@ import (
 // parts for Get and Topic, which take no lock: every produce and every fetch looks up each of
 // its partitions, and a read lock is a write to a cache line all those requests share.
 // Writers change both holding mu.
+//
+// Replication: SetReplication (once, before partitions are opened) makes partitions start
+// without a role, waiting for MakeLeader / MakeFollower, with the high watermark of the
+// replication-offset-checkpoint; without it every partition is the sole replica (roles.go).
 type Manager struct {
 	fs     storage.FS
 	logs   *storage.Manager
@@ -25,6 +31,17 @@ type Manager struct {
 	mu     struct {
 		sync.RWMutex
 		parts map[tpKey]*Partition
+	}
+
+	repl   atomic.Pointer[ReplicationOptions]
+	kickCh chan struct{} // wakes RunReplication
+
+	// hws guards the high watermarks read from the replication-offset-checkpoint (by
+	// SetReplication), kept for partitions not opened yet, and the last checkpoint written.
+	hws struct {
+		sync.Mutex
+		loaded  map[storage.TopicPartition]int64
+		written map[storage.TopicPartition]int64
 	}
 }
 
@@ -56,9 +73,52 @@ type tpKey struct {
 
 // NewManager creates an empty manager over a log manager.
 func NewManager(fs storage.FS, logs *storage.Manager, log *slog.Logger) *Manager {
-	m := &Manager{fs: fs, logs: logs, log: log}
+	m := &Manager{fs: fs, logs: logs, log: log, kickCh: make(chan struct{}, 1)}
 	m.mu.parts = map[tpKey]*Partition{}
 	return m
+}
+
+// SetReplication sets the broker's replication options (once, before partitions are opened)
+// and reads the high watermarks of the replication-offset-checkpoint.
+func (m *Manager) SetReplication(o ReplicationOptions) {
+	hws, err := storage.ReadCheckpoint(m.fs, filepath.Join(m.logs.Dir(), storage.ReplicationOffsetCheckpointFile))
+	if err != nil {
+		// Safe to go on: high watermarks start at 0 and the leaders give them again.
+		m.log.Warn("reading the high watermark checkpoint failed", "err", err)
+		hws = map[storage.TopicPartition]int64{}
+	}
+	m.hws.Lock()
+	m.hws.loaded = hws
+	m.hws.Unlock()
+	m.repl.Store(&o)
+}
+
+// replication is the options set by SetReplication, or nil.
+func (m *Manager) replication() *ReplicationOptions { return m.repl.Load() }
+
+// checkpointHW writes every partition's high watermark to the replication-offset-checkpoint
+// (those not opened keep the value read at start), when it changed since the last write.
+func (m *Manager) checkpointHW() error {
+	if m.replication() == nil {
+		return nil
+	}
+	m.hws.Lock()
+	defer m.hws.Unlock()
+	out := maps.Clone(m.hws.loaded)
+	if out == nil {
+		out = map[storage.TopicPartition]int64{}
+	}
+	for _, p := range m.Partitions() {
+		out[storage.TopicPartition{Topic: p.Topic, Partition: p.Index}] = p.HighWatermark()
+	}
+	if maps.Equal(out, m.hws.written) {
+		return nil
+	}
+	if err := storage.WriteCheckpoint(m.fs, m.logs.Dir(), storage.ReplicationOffsetCheckpointFile, out); err != nil {
+		return err
+	}
+	m.hws.written = out
+	return nil
 }
 
 // Get returns the partition or nil. It takes no lock.
@@ -125,24 +185,27 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{Topic: topic, Index: part, fs: m.fs, log: l}
+	p := &Partition{Topic: topic, Index: part, m: m, fs: m.fs, log: l}
 	p.settings.Store(&s)
-	ps, from, err := loadSnapshot(m.fs, l.Dir(), l.LogEndOffset())
-	if err != nil {
+	if err := p.rebuildProducersLocked(); err != nil {
 		return nil, err
 	}
-	if from < l.LogStartOffset() {
-		from = l.LogStartOffset()
+	if o := m.replication(); o != nil {
+		// A role comes from metadata. The high watermark is the checkpointed one: a
+		// restarted follower keeps its records above it (KIP-101) but does not expose them.
+		m.hws.Lock()
+		hw := min(max(m.hws.loaded[storage.TopicPartition{Topic: topic, Partition: part}], 0), l.LogEndOffset())
+		m.hws.Unlock()
+		p.hw.Store(hw)
+		l.SetHighWatermark(hw)
+		p.role.Store(&roleView{kind: roleNone, leader: -1, leaderEpoch: -1, partitionEpoch: -1})
+		if _, err := p.epochsLocked(); err != nil {
+			return nil, err
+		}
+	} else {
+		p.hw.Store(l.LogEndOffset())
+		p.role.Store(&roleView{kind: roleSole, leader: -1, leaderEpoch: 0})
 	}
-	err = l.ScanBatches(from, func(h batch.Header) error {
-		ps.Update(&h)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	p.mu.producers = ps
-	p.hw.Store(l.LogEndOffset())
 	m.mu.parts[k] = p
 	m.publishLocked(topic, part, p)
 	return p, nil
@@ -159,6 +222,10 @@ func (m *Manager) Remove(topic string, part int32) error {
 	if p == nil {
 		return nil
 	}
+	p.resign()
+	m.hws.Lock()
+	delete(m.hws.loaded, storage.TopicPartition{Topic: topic, Partition: part})
+	m.hws.Unlock()
 	p.notify() // parked fetches re-check and find the partition gone
 	return m.logs.Delete(topic, part)
 }
@@ -194,5 +261,44 @@ func (m *Manager) Close() error {
 		// are closed cleanly regardless; the errors are reported.
 		m.log.Warn("producer state snapshot failed", "err", errors.Join(errs...))
 	}
+	if err := m.checkpointHW(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(append(errs, m.logs.Close())...)
+}
+
+// rebuildProducersLocked rebuilds the producer state from the newest snapshot at or below the
+// log end offset (deleting later ones) and the batches after it. Holding p.mu (or p not yet
+// published).
+func (p *Partition) rebuildProducersLocked() error {
+	l := p.log
+	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogEndOffset())
+	if err != nil {
+		return err
+	}
+	if from < l.LogStartOffset() {
+		from = l.LogStartOffset()
+	}
+	err = l.ScanBatches(from, func(h batch.Header) error {
+		ps.Update(&h)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.mu.producers = ps
+	return nil
+}
+
+// resign ends a leadership as the partition goes away: waiting acks=all produces fail with
+// ErrNotLeaderOrFollower.
+func (p *Partition) resign() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ls := p.mu.leader; ls != nil {
+		ls.Resign(ErrNotLeaderOrFollower)
+		p.readyLocked()
+		p.mu.leader = nil
+	}
+	p.role.Store(&roleView{kind: roleNone, leader: -1, leaderEpoch: -1, partitionEpoch: -1})
 }

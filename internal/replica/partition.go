@@ -1,9 +1,12 @@
 // Package replica holds a broker's partitions: the log, the idempotent producer state, the
-// high watermark, and the waiters parked by long-polling fetches.
+// high watermark, the waiters parked by long-polling fetches, and replication: partition
+// roles (roles.go), the leader side (isr.go, purgatory.go, leader.go) and the follower side
+// (follower.go, the fetchers).
 package replica
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -24,28 +27,37 @@ type Settings struct {
 // ErrNotEnoughReplicas: acks=all with an ISR smaller than min.insync.replicas.
 var ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
 
-// Partition is one partition this broker holds (the leader: replication comes later).
+// Partition is one partition this broker holds, in one of the roles of roles.go.
 //
 // Invariants: hw <= log end offset; every batch below hw is readable; producer state reflects
-// exactly the batches in the log.
+// exactly the batches in the log; only a leader (or the sole replica) appends with offsets
+// assigned here, stamping its leader epoch, which the epoch cache (when open) has at or below
+// the log end offset before the append.
 //
 // Lock rule: mu serialises appends (offset assignment and producer checks must be atomic
-// together) and guards the fields in it. watch guards the parked fetches' channels on its
-// own, so parking and unparking never wait behind an append's write (lock order: mu, then
-// watch). Reads take no partition lock: the log is safe for concurrent readers and hw is
-// atomic.
+// together) and role changes, and guards the fields in it, the LeaderState among them (so the
+// leader's follower fetches, ticks and controller answers take it too). watch guards the
+// parked fetches' channels on its own, so parking and unparking never wait behind an append's
+// write (lock order: mu, then watch). Reads take no partition lock: the log is safe for
+// concurrent readers, hw is atomic and role is an immutable view replaced under mu.
 type Partition struct {
 	Topic string
 	Index int32
 
+	m        *Manager
 	fs       storage.FS
 	log      *storage.Log
 	settings atomic.Pointer[Settings]
 	hw       atomic.Int64
+	role     atomic.Pointer[roleView]
 
 	mu struct {
 		sync.Mutex
 		producers *ProducerState
+		epochs    *storage.LeaderEpochCache // nil until first needed (see epochsLocked)
+		leader    *LeaderState              // roleLeader only
+		reg       LeaderAndISR              // as last given to MakeLeader / MakeFollower
+		proposal  *ISRChange                // an ISR change for RunReplication to send
 	}
 
 	// watch holds the channels of fetches parked on this partition (long poll). A slice, not
@@ -78,21 +90,49 @@ type AppendResult struct {
 	LogAppendTime  int64 // -1 for CreateTime
 	LogStartOffset int64
 	Duplicate      bool // a retry of batches already in the log: nothing was appended
+	// Wait, for an acks=all append a leader with followers made, receives one value once the
+	// records are committed: nil when the high watermark passed them,
+	// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut or ErrNotLeaderOrFollower. nil
+	// when the append was committed at once (the sole replica) or acks is not all.
+	Wait <-chan error
 }
 
-// inSyncReplicas is the ISR size; a single-node broker's ISR is itself.
-func (p *Partition) inSyncReplicas() int32 { return 1 }
+// DefaultAppendTimeoutMs bounds an acks=all wait of Append (produce requests give their own).
+const DefaultAppendTimeoutMs = 30_000
 
-// Append appends validated v2 batches (raw, concatenated; hdrs their headers in order) as the
-// leader, assigning offsets. nowMs stamps LogAppendTime topics. acksAll requires the ISR to be
-// at least min.insync.replicas.
+// Append is AppendWait with DefaultAppendTimeoutMs.
 func (p *Partition) Append(raw []byte, hdrs []batch.Header, nowMs int64, leaderEpoch int32, acksAll bool) (AppendResult, error) {
+	return p.AppendWait(raw, hdrs, nowMs, leaderEpoch, acksAll, DefaultAppendTimeoutMs)
+}
+
+// AppendWait appends validated v2 batches (raw, concatenated; hdrs their headers in order) as
+// the leader, assigning offsets and stamping the partition's leader epoch. nowMs stamps
+// LogAppendTime topics. leaderEpoch is the epoch the caller believes current (-1: any); another
+// is refused (ErrFencedLeaderEpoch / ErrUnknownLeaderEpoch). A partition this broker does not
+// lead refuses with ErrNotLeaderOrFollower. acksAll requires the committed ISR to be at least
+// min.insync.replicas (ErrNotEnoughReplicas, before appending) and, on a leader with
+// followers, returns Wait, answered when the records are committed or at nowMs+timeoutMs.
+func (p *Partition) AppendWait(raw []byte, hdrs []batch.Header, nowMs int64, leaderEpoch int32, acksAll bool, timeoutMs int64) (AppendResult, error) {
 	s := p.Settings()
-	if acksAll && p.inSyncReplicas() < s.MinInsyncReplicas {
-		return AppendResult{}, ErrNotEnoughReplicas
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	v := p.role.Load()
+	if err := CheckCurrentLeaderEpoch(v.leaderEpoch, leaderEpoch); err != nil && v.kind != roleNone {
+		return AppendResult{}, err
+	}
+	ls := p.mu.leader
+	switch v.kind {
+	case roleSole:
+		if acksAll && 1 < s.MinInsyncReplicas {
+			return AppendResult{}, ErrNotEnoughReplicas
+		}
+	case roleLeader:
+		if err := ls.CheckAppend(acksAll, s.MinInsyncReplicas); err != nil {
+			return AppendResult{}, err
+		}
+	default:
+		return AppendResult{}, fmt.Errorf("%w: %s-%d is led by broker %d", ErrNotLeaderOrFollower, p.Topic, p.Index, v.leader)
+	}
 	for i := range hdrs {
 		dup, err := p.mu.producers.Check(&hdrs[i])
 		if err != nil {
@@ -100,12 +140,23 @@ func (p *Partition) Append(raw []byte, hdrs []batch.Header, nowMs int64, leaderE
 		}
 		if dup != nil {
 			if len(hdrs) == 1 {
-				return AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}, nil
+				// A retry: answered as the first append was, once that is committed.
+				res := AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}
+				if acksAll && v.kind == roleLeader && ls.HighWatermark() <= dup.LastOffset {
+					res.Wait = p.addWaiterLocked(ls, dup.LastOffset+1, s.MinInsyncReplicas, nowMs+timeoutMs, nowMs)
+				}
+				return res, nil
 			}
 			return AppendResult{}, ErrOutOfOrderSequence
 		}
 	}
-	opt := storage.AppendOptions{AssignOffsets: true, LogAppendTimeMs: -1, LeaderEpoch: leaderEpoch}
+	if c := p.mu.epochs; c != nil && c.LatestEpoch() != v.leaderEpoch {
+		// The sole replica's cache, opened after appends of epoch 0 without it.
+		if err := c.Assign(v.leaderEpoch, p.log.LogEndOffset()); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	opt := storage.AppendOptions{AssignOffsets: true, LogAppendTimeMs: -1, LeaderEpoch: v.leaderEpoch}
 	if s.LogAppendTime {
 		opt.LogAppendTimeMs = nowMs
 	}
@@ -119,10 +170,32 @@ func (p *Partition) Append(raw []byte, hdrs []batch.Header, nowMs int64, leaderE
 		off += int64(hdrs[i].LastOffsetDelta) + 1
 		p.mu.producers.Update(&hdrs[i])
 	}
-	// The ISR is this broker alone: everything appended is committed.
-	p.hw.Store(p.log.LogEndOffset())
-	p.notify()
-	return AppendResult{BaseOffset: info.FirstOffset, LogAppendTime: info.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}, nil
+	res := AppendResult{BaseOffset: info.FirstOffset, LogAppendTime: info.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
+	leo := p.log.LogEndOffset()
+	if v.kind == roleSole {
+		// The ISR is this broker alone: everything appended is committed.
+		p.hw.Store(leo)
+		p.notify()
+		return res, nil
+	}
+	if err := ls.Appended(leo, nowMs); err != nil {
+		return res, err
+	}
+	if acksAll {
+		res.Wait = p.addWaiterLocked(ls, leo, s.MinInsyncReplicas, nowMs+timeoutMs, nowMs)
+	}
+	p.readyLocked()
+	p.notify() // followers parked at the old end fetch the new records
+	return res, nil
+}
+
+// addWaiterLocked parks an acks=all append in the leader's purgatory until the high
+// watermark reaches required. Holding mu.
+func (p *Partition) addWaiterLocked(ls *LeaderState, required int64, minISR int32, deadlineMs, nowMs int64) <-chan error {
+	ch := make(chan error, 1)
+	ls.AddWaiter(ProduceWaiter{RequiredOffset: required, MinISR: minISR, DeadlineMs: deadlineMs, Token: ch})
+	p.readyLocked()
+	return ch
 }
 
 // Watch registers ch to receive a (non-blocking) signal whenever records are appended.
@@ -160,8 +233,13 @@ func (p *Partition) notify() {
 	p.watch.Unlock()
 }
 
-// SetLogStartOffset implements DeleteRecords: offset -1 means the high watermark.
+// SetLogStartOffset implements DeleteRecords on the leader: offset -1 means the high
+// watermark. The epoch cache (when open) drops the epochs wholly below the new start; followers
+// learn the new start from their fetches.
 func (p *Partition) SetLogStartOffset(offset int64) (int64, error) {
+	if err := p.CheckLeader(-1); err != nil {
+		return 0, err
+	}
 	hw := p.HighWatermark()
 	if offset == -1 {
 		offset = hw
@@ -172,6 +250,14 @@ func (p *Partition) SetLogStartOffset(offset int64) (int64, error) {
 	if offset > p.log.LogStartOffset() {
 		if err := p.log.SetLogStartOffset(offset); err != nil {
 			return 0, err
+		}
+		p.mu.Lock()
+		c := p.mu.epochs
+		p.mu.Unlock()
+		if c != nil {
+			if err := c.TruncateFromStart(p.log.LogStartOffset()); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return p.log.LogStartOffset(), nil
