@@ -8,7 +8,10 @@ import (
 
 // DeleteRecords v0-v2: move each partition's log start offset forward to the given offset
 // (-1: the high watermark); whole segments below it are deleted. An offset above the high
-// watermark is OFFSET_OUT_OF_RANGE.
+// watermark is OFFSET_OUT_OF_RANGE. Only the partition's leader does it (NOT_LEADER_OR_FOLLOWER
+// elsewhere); followers adopt the new log start offset from their next fetch answers. (Kafka
+// answers once every follower has moved its own log start, DelayedDeleteRecords; this answers
+// once the leader has.)
 
 func handleDeleteRecords(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteRecordsRequest)

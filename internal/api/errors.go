@@ -73,6 +73,16 @@ func code(err error) int16 {
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):
+		return kerr.NotEnoughReplicasAfterAppend.Code
+	case errors.Is(err, replica.ErrRequestTimedOut):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, replica.ErrNotLeaderOrFollower):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, replica.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, replica.ErrUnknownLeaderEpoch):
+		return kerr.UnknownLeaderEpoch.Code
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, storage.ErrLogOffline):

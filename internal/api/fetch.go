@@ -23,6 +23,15 @@ import (
 // with data returns at least one whole batch (KIP-74). Fetch sessions (KIP-227) are answered
 // sessionless (session id 0), which every client accepts; an unknown session id gets
 // FETCH_SESSION_ID_NOT_FOUND. v0-v3 get records down-converted to message format v0/v1.
+//
+// Replication. A fetch with a replica id >= 0 (replica_id, or replica_state.replica_id from
+// v15) is a follower's: it reads up to the leader's log end offset, not the high watermark;
+// its fetch offset is the follower's position (Partition.FollowerFetch), which may advance the
+// high watermark; and from v12 a last_fetched_epoch that parts from the leader's log is
+// answered with the diverging epoch and no records (KIP-320). Every fetch must go to the
+// partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere) and is fenced by its
+// current_leader_epoch from v9 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Consumer fetches
+// from followers (KIP-392) would go where consumerCheck refuses them.
 
 func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.FetchRequest)
@@ -37,6 +46,10 @@ func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	f := fetchPool.Get().(*fetch)
 	f.h, f.req, f.maxBytes = h, req, maxBytes
+	f.replicaID = req.ReplicaID
+	if req.Version >= 15 {
+		f.replicaID = req.ReplicaState.ID
+	}
 	f.resolve()
 	for {
 		total, anyErr := f.read()
@@ -52,17 +65,18 @@ func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply
 // reused from request to request (fetchPool): a consumer of a thousand partitions needs
 // ~150 KB of answer state per fetch, which would otherwise be garbage every few milliseconds.
 type fetch struct {
-	h        *Handler
-	req      *kmsg.FetchRequest
-	maxBytes int32
-	topics   []fetchTopic
-	parts    [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
-	slices   []storage.Slice
-	enc      fetchEncoder
-	raw      Raw
-	done     func()        // f.finish, bound once
-	ch       chan struct{} // wakes a parked fetch
-	timer    *time.Timer
+	h         *Handler
+	req       *kmsg.FetchRequest
+	maxBytes  int32
+	replicaID int32 // >= 0: a follower's fetch
+	topics    []fetchTopic
+	parts     [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
+	slices    []storage.Slice
+	enc       fetchEncoder
+	raw       Raw
+	done      func()        // f.finish, bound once
+	ch        chan struct{} // wakes a parked fetch
+	timer     *time.Timer
 }
 
 // fetchPool holds answered fetches for reuse (its New is set in init: finish refers to it).
@@ -130,7 +144,7 @@ func (f *fetch) resolve() {
 		}
 		for i, rp := range rt.Partitions {
 			fp := &ft.parts[i]
-			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
+			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, end: -1}
 			ps[i] = tps.Get(rp.Partition)
 			switch {
 			case t == nil && f.req.Version >= 13:
@@ -158,7 +172,8 @@ func (f *fetch) read() (int, bool) {
 	total := 0
 	anyErr := false
 	for ti, rt := range f.req.Topics {
-		for pi, rp := range rt.Partitions {
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
 			p := f.parts[ti][pi]
 			fp := &f.topics[ti].parts[pi]
 			if p == nil {
@@ -172,11 +187,16 @@ func (f *fetch) read() (int, bool) {
 				anyErr = true
 				continue
 			}
-			hw := p.HighWatermark()
-			fp.hw, fp.lso, fp.logStart = hw, hw, p.Log().LogStartOffset()
-			if f.req.Version >= 9 && rp.CurrentLeaderEpoch > leaderEpoch {
-				fp.errCode = kerr.UnknownLeaderEpoch.Code
+			if err := f.check(p, rp, fp); err != nil {
+				fp.errCode = code(err)
+				if fp.errCode == unknownServerError {
+					f.h.Log.Error("fetch failed", "topic", p.Topic, "partition", p.Index, "err", err)
+				}
 				anyErr = true
+				continue
+			}
+			if fp.diverging {
+				anyErr = true // answered at once, as Kafka completes such a fetch
 				continue
 			}
 			limit := min(rp.PartitionMaxBytes, f.maxBytes-int32(total))
@@ -198,6 +218,47 @@ func (f *fetch) read() (int, bool) {
 	return total, anyErr
 }
 
+// check decides whether the partition's part of the fetch may be read and up to where
+// (fp.end), filling in the high watermark and log start offset: a consumer reads up to the
+// high watermark of a partition this broker leads; a follower up to the log end offset, after
+// the leader records its position (or finds its log diverging: fp.diverging).
+func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition, fp *fetchPartition) error {
+	epoch := int32(-1)
+	if f.req.Version >= 9 {
+		epoch = rp.CurrentLeaderEpoch
+	}
+	if f.replicaID < 0 {
+		if err := consumerCheck(p, epoch); err != nil {
+			return err
+		}
+		hw := p.HighWatermark()
+		fp.hw, fp.lso, fp.logStart, fp.end = hw, hw, p.Log().LogStartOffset(), hw
+		return nil
+	}
+	lastFetched, logStart := int32(-1), int64(-1)
+	if f.req.Version >= 12 {
+		lastFetched = rp.LastFetchedEpoch
+	}
+	if f.req.Version >= 5 {
+		logStart = rp.LogStartOffset
+	}
+	st, err := p.FollowerFetch(f.replicaID, epoch, rp.FetchOffset, logStart, lastFetched, f.h.nowMs())
+	if err != nil {
+		return err
+	}
+	fp.hw, fp.lso, fp.logStart, fp.end = st.HighWatermark, st.HighWatermark, st.LogStartOffset, st.LogEndOffset
+	if d := st.Diverging; d != nil && f.req.Version >= 12 {
+		fp.diverging, fp.divergingEpoch, fp.divergingEnd = true, d.Epoch, d.EndOffset
+	}
+	return nil
+}
+
+// consumerCheck admits a consumer's fetch: only the leader serves it (KIP-392's reads from a
+// follower would be decided here), after the current leader epoch check.
+func consumerCheck(p *replica.Partition, currentLeaderEpoch int32) error {
+	return p.CheckLeader(currentLeaderEpoch)
+}
+
 // zstdRefused: like Kafka (KIP-110), Fetch versions below 10 (clients older than zstd) get
 // UNSUPPORTED_COMPRESSION_TYPE instead of records from a topic whose compression.type is zstd.
 func zstdRefused(version int16, p *replica.Partition) bool {
@@ -207,7 +268,7 @@ func zstdRefused(version int16, p *replica.Partition) bool {
 
 // readPartition reads one partition's batches into fp, returning the bytes read.
 func (f *fetch) readPartition(p *replica.Partition, fp *fetchPartition, offset int64, limit int32, minOne bool) (int, error) {
-	s, err := p.Log().Read(offset, limit, fp.hw, minOne)
+	s, err := p.Log().Read(offset, limit, fp.end, minOne)
 	if err != nil {
 		return 0, err
 	}
@@ -244,6 +305,18 @@ func (f *fetch) release() {
 		s.Release()
 	}
 	f.slices = f.slices[:0]
+}
+
+// moved reports whether a parked partition has more to read than when fp was answered (a
+// consumer's high watermark, a follower's log end offset) or changed role.
+func (f *fetch) moved(p *replica.Partition, fp *fetchPartition) bool {
+	if _, _, leads := p.Role(); !leads {
+		return true
+	}
+	if f.replicaID >= 0 {
+		return p.Log().LogEndOffset() > fp.end
+	}
+	return p.HighWatermark() > fp.end
 }
 
 // wait parks until a partition gets new records, the deadline passes or ctx ends; false
@@ -291,7 +364,7 @@ func (f *fetch) wait(ctx context.Context, deadline time.Time) bool {
 				fp.errCode, fp.records, fp.file = kerr.UnknownTopicOrPartition.Code, nil, Part{}
 				return true
 			}
-			if p.HighWatermark() > f.topics[ti].parts[pi].hw {
+			if f.moved(p, &f.topics[ti].parts[pi]) {
 				return true
 			}
 		}

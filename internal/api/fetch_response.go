@@ -13,7 +13,8 @@ import (
 //	         partitions [ partition int32 | error_code int16 | high_watermark int64
 //	                      | last_stable_offset int64 (v4+) | log_start_offset int64 (v5+)
 //	                      | aborted_transactions nullable [producer_id int64, first_offset int64] (v4+)
-//	                      | preferred_read_replica int32 (v11+) | records nullable bytes | tags ]
+//	                      | preferred_read_replica int32 (v11+) | records nullable bytes
+//	                      | tags: 0 = diverging_epoch {epoch int32, end_offset int64, tags} ]
 //	         | tags ]
 //	| tags
 
@@ -24,8 +25,14 @@ type fetchPartition struct {
 	hw        int64
 	lso       int64
 	logStart  int64
+	end       int64  // read up to here (a consumer's high watermark, a follower's log end)
 	records   []byte // heap records (down-converted, or read without an OS file)
 	file      Part   // records sent from a file (File != nil)
+	// diverging: the follower's log parts from the leader's at divergingEpoch, which ends at
+	// divergingEnd on the leader (v12+, KIP-320); no records.
+	diverging      bool
+	divergingEpoch int32
+	divergingEnd   int64
 }
 
 type fetchTopic struct {
@@ -62,7 +69,7 @@ func (e *fetchEncoder) reset() {
 // version's fields, non-flexible lengths): partition, error, hw, lso, log start, aborted
 // transactions, preferred replica, records length, tags.
 const (
-	fetchPartitionOverhead = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 5 + 1
+	fetchPartitionOverhead = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 5 + 1 + 15
 	fetchTopicOverhead     = 16 + 5 + 5 + 1 // id or name length, array length, tags
 	fetchResponseOverhead  = 4 + 2 + 4 + 5 + 1
 )
@@ -167,7 +174,17 @@ func (e *fetchEncoder) encode(version int16, errCode int16, topics []fetchTopic)
 				e.b = append(e.b, p.records...)
 			}
 			if e.flex {
-				e.tags()
+				if p.diverging {
+					// One tagged field: tag 0, size 13, epoch, end offset, its own empty tags.
+					e.uv(1)
+					e.uv(0)
+					e.uv(4 + 8 + 1)
+					e.i32(p.divergingEpoch)
+					e.i64(p.divergingEnd)
+					e.tags()
+				} else {
+					e.tags()
+				}
 			}
 		}
 		if e.flex {

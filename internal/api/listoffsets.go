@@ -3,14 +3,18 @@ package api
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/replica"
 )
 
 // ListOffsets v0-v9. Special timestamps: -1 latest (the high watermark, which is also the last
-// stable offset here), -2 earliest (log start), -3 the record with the largest timestamp
-// (KIP-734), -4 earliest local (the log start: all data is local). A timestamp >= 0 finds the
-// first record whose timestamp is at or after it, or offset -1 when none is.
+// stable offset here; a follower's request, replica_id >= 0, gets the log end offset), -2
+// earliest (log start), -3 the record with the largest timestamp (KIP-734), -4 earliest local
+// (the log start: all data is local). A timestamp >= 0 finds the first record whose timestamp
+// is at or after it, or offset -1 when none is. Only the partition's leader answers
+// (NOT_LEADER_OR_FOLLOWER elsewhere; the debug replica id -2 may ask any replica), after the
+// current_leader_epoch check from v4; the answer carries the leader epoch.
 
 const (
 	tsLatest        = -1
@@ -28,11 +32,11 @@ func handleListOffsets(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) R
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			ts, off, err := h.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.Version)
+			ts, off, epoch, err := h.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.Version, req.ReplicaID)
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else if sp.ErrorCode == 0 {
-				sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, leaderEpoch
+				sp.Timestamp, sp.Offset, sp.LeaderEpoch = ts, off, epoch
 				if req.Version == 0 {
 					sp.OldStyleOffsets = []int64{}
 					if off >= 0 && rp.MaxNumOffsets > 0 {
@@ -47,36 +51,50 @@ func handleListOffsets(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) R
 	return msg(resp)
 }
 
-// errUnknownLeaderEpoch marks a request from a client that knows a newer leader epoch.
-var errUnknownLeaderEpoch = kerr.UnknownLeaderEpoch
+// debugReplicaID is the replica id of a debugging consumer, which may read from any replica.
+const debugReplicaID = -2
 
-func (h *Handler) listOffset(topic string, part int32, ts int64, epoch int32, version int16) (int64, int64, error) {
+// listOffset answers one partition: the record's timestamp, its offset and the partition's
+// leader epoch.
+func (h *Handler) listOffset(topic string, part int32, ts int64, currentEpoch int32, version int16, replicaID int32) (int64, int64, int32, error) {
 	p, err := h.partition(topic, part)
 	if err != nil {
-		return -1, -1, err
+		return -1, -1, -1, err
 	}
-	if version >= 4 && epoch > leaderEpoch {
-		return -1, -1, errUnknownLeaderEpoch
+	if version < 4 {
+		currentEpoch = -1
+	}
+	_, epoch, _ := p.Role()
+	if replicaID == debugReplicaID {
+		err = replica.CheckCurrentLeaderEpoch(epoch, currentEpoch)
+	} else {
+		err = p.CheckLeader(currentEpoch)
+	}
+	if err != nil {
+		return -1, -1, -1, err
 	}
 	l := p.Log()
 	switch ts {
 	case tsLatest:
-		return -1, p.HighWatermark(), nil
+		if replicaID >= 0 {
+			return -1, l.LogEndOffset(), epoch, nil
+		}
+		return -1, p.HighWatermark(), epoch, nil
 	case tsEarliest, tsEarliestLocal:
-		return -1, l.LogStartOffset(), nil
+		return -1, l.LogStartOffset(), epoch, nil
 	case tsMaxTimestamp:
 		mts, off := l.MaxTimestamp()
-		return mts, off, nil
+		return mts, off, epoch, nil
 	}
 	if ts < 0 {
-		return -1, -1, errInvalidRequest
+		return -1, -1, -1, errInvalidRequest
 	}
 	off, recTs, ok, err := l.OffsetForTimestamp(ts)
 	if err != nil {
-		return -1, -1, err
+		return -1, -1, -1, err
 	}
 	if !ok || off >= p.HighWatermark() {
-		return -1, -1, nil
+		return -1, -1, epoch, nil
 	}
-	return recTs, off, nil
+	return recTs, off, epoch, nil
 }

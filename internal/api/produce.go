@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,13 +14,13 @@ import (
 
 // Produce v0-v12. Each partition's records are split into batches and validated (size, magic,
 // CRC, codec) before anything is appended; legacy v0/v1 message sets (produce v0-v2 only) are
-// up-converted to one v2 batch. acks=0 gets no response; acks=1 and acks=all are answered
-// once the records are in the log, which on a single node is also when they are committed.
+// up-converted to one v2 batch. Only the partition's leader appends (NOT_LEADER_OR_FOLLOWER
+// elsewhere), stamping its leader epoch. acks=0 gets no response; acks=1 is answered once the
+// records are in the leader's log; acks=all once they are committed (the high watermark passed
+// them: at once on a sole replica), every partition's wait running in parallel up to the
+// request's timeout (REQUEST_TIMED_OUT for those not committed by then).
 
-// leaderEpoch is the partition leader epoch stamped on appended batches (single node: 0).
-const leaderEpoch = 0
-
-func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleProduce(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	now := h.nowMs()
@@ -29,7 +30,8 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 	// scratch slice: a request carries batches for up to every partition a producer writes.
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	var hdrs []batch.Header
-	for _, rt := range req.Topics {
+	var waits []produceWait
+	for ti, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
@@ -41,7 +43,10 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 			if req.Acks < -1 || req.Acks > 1 {
 				err = kerr.InvalidRequiredAcks // Kafka refuses the whole request, appending nothing
 			} else {
-				res, hdrs, err = h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll, hdrs[:0])
+				res, hdrs, err = h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll, int64(req.TimeoutMillis), hdrs[:0])
+			}
+			if err == nil && res.Wait != nil {
+				waits = append(waits, produceWait{topic: ti, part: len(st.Partitions), ch: res.Wait})
 			}
 			if err != nil {
 				failed = true
@@ -66,15 +71,61 @@ func handleProduce(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply
 		// No response; a failure closes the connection so the producer notices (as Kafka).
 		return Reply{None: true, Close: failed}
 	}
+	if len(waits) > 0 {
+		h.awaitCommit(ctx, resp, waits, time.Duration(req.TimeoutMillis)*time.Millisecond)
+	}
 	return msg(resp)
+}
+
+// produceWait is an acks=all partition answer waiting for its records to be committed.
+type produceWait struct {
+	topic, part int // index in the response
+	ch          <-chan error
+}
+
+// awaitCommit waits for every acks=all partition of resp to be committed, at most timeout
+// (the partitions' purgatories answer at the same deadline; this bound holds without them),
+// and sets the errors of those that failed.
+func (h *Handler) awaitCommit(ctx context.Context, resp *kmsg.ProduceResponse, waits []produceWait, timeout time.Duration) {
+	timer := time.NewTimer(max(timeout, 0))
+	defer timer.Stop()
+	expired := false
+	for _, w := range waits {
+		var err error
+		if expired {
+			select {
+			case err = <-w.ch:
+			default:
+				err = replica.ErrRequestTimedOut
+			}
+		} else {
+			select {
+			case err = <-w.ch:
+			case <-timer.C:
+				expired = true
+				err = replica.ErrRequestTimedOut
+			case <-ctx.Done():
+				expired = true
+				err = replica.ErrRequestTimedOut
+			}
+		}
+		if err != nil {
+			sp := &resp.Topics[w.topic].Partitions[w.part]
+			sp.ErrorCode, sp.ErrorMessage = code(err), errMsg(err)
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+		}
+	}
 }
 
 // produce validates and appends one partition's records. hdrs is scratch space for the
 // batch headers, returned (grown) for the next partition.
-func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool, hdrs []batch.Header) (replica.AppendResult, []batch.Header, error) {
+func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool, timeoutMs int64, hdrs []batch.Header) (replica.AppendResult, []batch.Header, error) {
 	p, err := h.partition(topic, part)
 	if err != nil {
 		return replica.AppendResult{}, hdrs, err
+	}
+	if err := p.CheckLeader(-1); err != nil {
+		return replica.AppendResult{}, hdrs, err // before the work of validating
 	}
 	if t := h.Meta.Image().Topic(topic); t != nil && t.Internal {
 		// Only the coordinators write internal topics (Kafka: "Cannot append to internal topic").
@@ -85,7 +136,7 @@ func (h *Handler) produce(version int16, topic string, part int32, records []byt
 	if err != nil {
 		return replica.AppendResult{}, hdrs, err
 	}
-	res, err := p.Append(raw, hdrs, nowMs, leaderEpoch, acksAll)
+	res, err := p.AppendWait(raw, hdrs, nowMs, -1, acksAll, timeoutMs)
 	return res, hdrs, err
 }
 
