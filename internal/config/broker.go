@@ -108,6 +108,8 @@ type Broker struct {
 	AutoLeaderRebalanceEnable                bool  // auto.leader.rebalance.enable
 	LeaderImbalanceCheckIntervalSeconds      int64 // leader.imbalance.check.interval.seconds
 	LeaderImbalancePerBrokerPercentage       int32 // leader.imbalance.per.broker.percentage
+	LeaderReplicationThrottledRate           int64 // leader.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
+	FollowerReplicationThrottledRate         int64 // follower.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
 
 	// Groups and offsets.
 	OffsetsTopicNumPartitions       int32 // offsets.topic.num.partitions
@@ -174,7 +176,9 @@ type brokerDef struct {
 	doc   string
 	// dynamic is set for the keys Kafka lets AlterConfigs change per broker
 	// that Gregor uses: the broker synonyms of topic configs (Kafka's
-	// DynamicLogConfig). It is filled in from topicDefs by init.
+	// DynamicLogConfig), filled in from topicDefs by init, and the keys
+	// marked dynamic in brokerDefList (the replication throttle rates,
+	// Kafka's DynamicConfig.Broker).
 	dynamic bool
 }
 
@@ -295,6 +299,10 @@ var brokerDefList = []*brokerDef{
 	{name: "auto.leader.rebalance.enable", vt: vtBool, dflt: str("true"), field: func(b *Broker) any { return &b.AutoLeaderRebalanceEnable }, doc: "Move leadership back to preferred replicas in the background."},
 	{name: "leader.imbalance.check.interval.seconds", vt: vtPositiveLong, dflt: num(300), field: func(b *Broker) any { return &b.LeaderImbalanceCheckIntervalSeconds }, doc: "Seconds between leader imbalance checks."},
 	{name: "leader.imbalance.per.broker.percentage", vt: intType(noMin, noMax), dflt: num(10), field: func(b *Broker) any { return &b.LeaderImbalancePerBrokerPercentage }, doc: "Allowed leader imbalance per broker, in percent."},
+	// Kafka's tools set the throttle rates dynamically (kafka-configs,
+	// kafka-reassign-partitions --throttle); Gregor also takes them statically.
+	{name: "leader.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.LeaderReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic sent by this broker as leader for the replicas listed in each topic's leader.replication.throttled.replicas. 9223372036854775807 means no throttle."},
+	{name: "follower.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.FollowerReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic fetched by this broker as follower for the replicas listed in each topic's follower.replication.throttled.replicas. 9223372036854775807 means no throttle."},
 
 	// Groups and offsets.
 	{name: "offsets.topic.num.partitions", vt: vtPositiveInt, dflt: num(50), field: func(b *Broker) any { return &b.OffsetsTopicNumPartitions }, doc: "Partitions of __consumer_offsets."},
@@ -364,6 +372,9 @@ func init() {
 		}
 	}
 	for _, td := range topicDefList {
+		if len(td.synonyms) == 0 {
+			continue // a topic-only key (leader.replication.throttled.replicas)
+		}
 		d := brokerDefs[td.synonyms[0]]
 		if d == nil {
 			panic("config: topic key " + td.name + " has unknown broker synonym " + td.synonyms[0])

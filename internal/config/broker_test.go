@@ -94,6 +94,8 @@ var kafkaDefaults = map[string]string{
 	"auto.leader.rebalance.enable":                     "true",
 	"leader.imbalance.check.interval.seconds":          "300",
 	"leader.imbalance.per.broker.percentage":           "10",
+	"leader.replication.throttled.rate":                "9223372036854775807", // Kafka's Long.MAX_VALUE: no throttle
+	"follower.replication.throttled.rate":              "9223372036854775807",
 	"offsets.topic.num.partitions":                     "50",
 	"offsets.topic.replication.factor":                 "1", // Gregor; Kafka: 3
 	"offsets.topic.segment.bytes":                      "104857600",
@@ -196,6 +198,8 @@ func TestDefaultFields(t *testing.T) {
 		{"GroupInitialRebalanceDelayMs", b.GroupInitialRebalanceDelayMs, int32(3000)},
 		{"LogCleanerMinCleanableRatio", b.LogCleanerMinCleanableRatio, 0.5},
 		{"ReplicaLagTimeMaxMs", b.ReplicaLagTimeMaxMs, int64(30000)},
+		{"LeaderReplicationThrottledRate", b.LeaderReplicationThrottledRate, int64(math.MaxInt64)},
+		{"FollowerReplicationThrottledRate", b.FollowerReplicationThrottledRate, int64(math.MaxInt64)},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {
 			t.Errorf("%s = %#v, want %#v", tc.name, tc.got, tc.want)

@@ -106,7 +106,9 @@ func (b *Broker) DescribeBroker() []Entry {
 // overrides, sorted by name. An overridden key has Source TOPIC_CONFIG and a
 // first synonym naming itself; the rest of the synonyms are the broker
 // synonyms' configured values (see synonymChain), and without an override
-// the first of them is the Source (DEFAULT_CONFIG if there is none).
+// the first of them is the Source (DEFAULT_CONFIG if there is none). A key
+// without broker synonym (leader.replication.throttled.replicas) reports its
+// own default with Source DEFAULT_CONFIG and no synonyms when not overridden.
 // Deviation: Kafka cuts the broker synonyms before the first one named like
 // the primary synonym, so retention.ms shows no synonyms when only
 // log.retention.hours is configured; Gregor lists them all.

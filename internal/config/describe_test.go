@@ -53,7 +53,8 @@ func TestDescribeTopic(t *testing.T) {
 	if err := b.SetDynamicDefault("log.roll.ms", "3600000"); err != nil {
 		t.Fatal(err)
 	}
-	es := b.DescribeTopic(map[string]string{"cleanup.policy": "compact , delete", "retention.bytes": "x"})
+	es := b.DescribeTopic(map[string]string{"cleanup.policy": "compact , delete", "retention.bytes": "x",
+		"leader.replication.throttled.replicas": " 0:1 , 1:2"})
 	if len(es) != len(topicDefList) {
 		t.Fatalf("%d entries, want %d", len(es), len(topicDefList))
 	}
@@ -105,6 +106,11 @@ func TestDescribeTopic(t *testing.T) {
 		{"message.timestamp.type", "CreateTime", SourceDefault, TypeString, []Synonym{
 			{"log.message.timestamp.type", "CreateTime", SourceDefault},
 		}},
+		// Topic-only keys: no broker synonym.
+		{"leader.replication.throttled.replicas", "0:1,1:2", SourceTopic, TypeList, []Synonym{
+			{"leader.replication.throttled.replicas", "0:1,1:2", SourceTopic},
+		}},
+		{"follower.replication.throttled.replicas", "", SourceDefault, TypeList, nil},
 	} {
 		e := entryByName(es, tc.name)
 		if e.Value != tc.value || e.Source != tc.source || e.Type != tc.typ || !reflect.DeepEqual(e.Synonyms, tc.syns) {
@@ -162,6 +168,9 @@ func TestDescribeBroker(t *testing.T) {
 		}},
 		{"auto.create.topics.enable", "true", false, SourceDefault, TypeBoolean, true, []Synonym{
 			{"auto.create.topics.enable", "true", SourceDefault},
+		}},
+		{"leader.replication.throttled.rate", "9223372036854775807", false, SourceDefault, TypeLong, false, []Synonym{
+			{"leader.replication.throttled.rate", "9223372036854775807", SourceDefault},
 		}},
 	} {
 		e := entryByName(es, tc.name)

@@ -24,7 +24,9 @@ type live struct {
 // log.segment.bytes, log.roll.ms, message.max.bytes, log.flush.interval.*,
 // log.index.*, min.insync.replicas, compression.type,
 // log.message.timestamp.*, log.cleanup.policy, log.cleaner.* compaction
-// settings, unclean.leader.election.enable, ...). Secondary synonyms such as
+// settings, unclean.leader.election.enable, ...), and the replication
+// throttle rates leader.replication.throttled.rate and
+// follower.replication.throttled.rate. Secondary synonyms such as
 // log.retention.hours are static only, as in Kafka.
 func IsDynamic(key string) bool {
 	d := brokerDefs[key]

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"math"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -73,6 +75,10 @@ func TestDynamicErrors(t *testing.T) {
 		{"log.segment.bytes", "1", ErrInvalidConfig, "minimum 14"},
 		{"log.retention.ms", "0", ErrInvalidConfig, "unlimited (-1)"},
 		{"compression.type", "brotli", ErrInvalidConfig, "not one of"},
+		{"leader.replication.throttled.rate", "-1", ErrInvalidConfig, "minimum 0"},
+		{"follower.replication.throttled.rate", "1MB", ErrInvalidConfig, "not an integer"},
+		{"follower.replication.throttled.rate", "9223372036854775808", ErrInvalidConfig, "64-bit"},
+		{"leader.replication.throttled.replicas", "*", ErrUnknownConfig, "unknown"},
 	} {
 		checkConfigErr(t, b.SetDynamic(tc.key, tc.value), tc.kind, tc.key, tc.reason)
 		checkConfigErr(t, b.ValidateDynamic(tc.key, tc.value), tc.kind, tc.key, tc.reason)
@@ -104,7 +110,7 @@ func TestDynamicKeys(t *testing.T) {
 	for _, k := range []string{"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms",
 		"message.max.bytes", "log.flush.interval.ms", "log.flush.interval.messages", "log.index.interval.bytes",
 		"min.insync.replicas", "compression.type", "log.message.timestamp.type", "log.cleanup.policy",
-		"unclean.leader.election.enable"} {
+		"unclean.leader.election.enable", "leader.replication.throttled.rate", "follower.replication.throttled.rate"} {
 		if !IsDynamic(k) {
 			t.Errorf("%s should be dynamic", k)
 		}
@@ -152,4 +158,54 @@ func TestDynamicConcurrent(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+func TestReplicationThrottleRates(t *testing.T) {
+	b, err := Parse(map[string]string{"follower.replication.throttled.rate": "500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := b.Current(); c.LeaderReplicationThrottledRate != math.MaxInt64 || c.FollowerReplicationThrottledRate != 500 {
+		t.Fatalf("static: leader %d follower %d", c.LeaderReplicationThrottledRate, c.FollowerReplicationThrottledRate)
+	}
+	steps := []struct {
+		do               func() error
+		leader, follower int64
+		leaderSrc        int8
+		followerSrc      int8
+	}{
+		{func() error { return nil }, math.MaxInt64, 500, SourceDefault, SourceStaticBroker},
+		{func() error { return b.SetDynamicDefault("leader.replication.throttled.rate", "1000000") }, 1000000, 500, SourceDynamicDefaultBroker, SourceStaticBroker},
+		{func() error { return b.SetDynamic("leader.replication.throttled.rate", " 2000 ") }, 2000, 500, SourceDynamicBroker, SourceStaticBroker},
+		{func() error { return b.SetDynamicDefault("follower.replication.throttled.rate", "0") }, 2000, 0, SourceDynamicBroker, SourceDynamicDefaultBroker},
+		{func() error { return b.SetDynamic("follower.replication.throttled.rate", "9223372036854775807") }, 2000, math.MaxInt64, SourceDynamicBroker, SourceDynamicBroker},
+		{func() error { return b.DeleteDynamic("leader.replication.throttled.rate") }, 1000000, math.MaxInt64, SourceDynamicDefaultBroker, SourceDynamicBroker},
+		{func() error { return b.DeleteDynamicDefault("leader.replication.throttled.rate") }, math.MaxInt64, math.MaxInt64, SourceDefault, SourceDynamicBroker},
+		{func() error { return b.DeleteDynamic("follower.replication.throttled.rate") }, math.MaxInt64, 0, SourceDefault, SourceDynamicDefaultBroker},
+	}
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		c := b.Current()
+		if c.LeaderReplicationThrottledRate != s.leader || c.FollowerReplicationThrottledRate != s.follower {
+			t.Errorf("step %d: leader %d follower %d, want %d %d", i, c.LeaderReplicationThrottledRate, c.FollowerReplicationThrottledRate, s.leader, s.follower)
+		}
+		es := b.DescribeBroker()
+		for _, w := range []struct {
+			key   string
+			value int64
+			src   int8
+		}{{"leader.replication.throttled.rate", s.leader, s.leaderSrc}, {"follower.replication.throttled.rate", s.follower, s.followerSrc}} {
+			e := entryByName(es, w.key)
+			if e.Value != strconv.FormatInt(w.value, 10) || e.Source != w.src || e.ReadOnly || e.Type != TypeLong || e.Null {
+				t.Errorf("step %d: %s: %+v, want value %d source %d", i, w.key, e, w.value, w.src)
+			}
+		}
+	}
+	if err := b.ValidateDynamic("leader.replication.throttled.rate", "0"); err != nil {
+		t.Error(err)
+	}
+	_, err = Parse(map[string]string{"leader.replication.throttled.rate": "-5"})
+	checkConfigErr(t, err, ErrInvalidConfig, "leader.replication.throttled.rate", "minimum 0")
 }

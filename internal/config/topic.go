@@ -3,12 +3,14 @@ package config
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // Topic is the effective configuration of one topic: the broker's defaults
-// (through each key's broker synonym) with the topic's overrides applied.
-// Durations are milliseconds. Kafka's names are in the field comments.
+// (through each key's broker synonym, or the key's own default for the keys
+// without one) with the topic's overrides applied. Durations are
+// milliseconds. Kafka's names are in the field comments.
 type Topic struct {
 	RetentionMs                     int64    // retention.ms; -1 = unlimited
 	RetentionBytes                  int64    // retention.bytes; -1 = unlimited
@@ -37,6 +39,13 @@ type Topic struct {
 	MinCompactionLagMs              int64    // min.compaction.lag.ms
 	MaxCompactionLagMs              int64    // max.compaction.lag.ms
 	MinCleanableDirtyRatio          float64  // min.cleanable.dirty.ratio
+
+	// The replicas throttled by the broker's leader/follower
+	// .replication.throttled.rate, as normalized text: "" (none), "*" (all)
+	// or "partition:brokerId" pairs joined by ","; read them with
+	// ParseThrottledReplicas. No broker synonym: the default is "".
+	LeaderReplicationThrottledReplicas   string // leader.replication.throttled.replicas
+	FollowerReplicationThrottledReplicas string // follower.replication.throttled.replicas
 }
 
 // Compact reports whether cleanup.policy includes compact.
@@ -51,7 +60,8 @@ func (t *Topic) LogAppendTime() bool { return t.MessageTimestampType == "LogAppe
 // topicDef describes one topic key.
 type topicDef struct {
 	name     string
-	synonyms []string // broker keys supplying the default, highest priority first (Kafka's ServerTopicConfigSynonyms)
+	synonyms []string // broker keys supplying the default, highest priority first (Kafka's ServerTopicConfigSynonyms); empty for a topic-only key
+	dflt     string   // default of a topic-only key (no synonyms); unused otherwise
 	vt       valueType
 	field    func(t *Topic) any
 	doc      string
@@ -69,7 +79,9 @@ var topicDefList = []*topicDef{
 	{name: "file.delete.delay.ms", synonyms: syn("log.segment.delete.delay.ms"), vt: vtNonNegLong, field: func(t *Topic) any { return &t.FileDeleteDelayMs }, doc: "Milliseconds a deleted segment's files linger before removal."},
 	{name: "flush.messages", synonyms: syn("log.flush.interval.messages"), vt: vtPositiveLong, field: func(t *Topic) any { return &t.FlushMessages }, doc: "Messages appended before the log is fsynced."},
 	{name: "flush.ms", synonyms: syn("log.flush.interval.ms"), vt: vtNonNegLong, field: func(t *Topic) any { return &t.FlushMs }, doc: "Most milliseconds data stays unflushed."},
+	{name: "follower.replication.throttled.replicas", vt: vtThrottledReplicas, field: func(t *Topic) any { return &t.FollowerReplicationThrottledReplicas }, doc: "Replicas whose log replication is throttled on the follower side (by follower.replication.throttled.rate): partitionId:brokerId pairs separated by commas, or * for every replica of the topic."},
 	{name: "index.interval.bytes", synonyms: syn("log.index.interval.bytes"), vt: vtNonNegInt, field: func(t *Topic) any { return &t.IndexIntervalBytes }, doc: "Bytes of log between offset index entries."},
+	{name: "leader.replication.throttled.replicas", vt: vtThrottledReplicas, field: func(t *Topic) any { return &t.LeaderReplicationThrottledReplicas }, doc: "Replicas whose log replication is throttled on the leader side (by leader.replication.throttled.rate): partitionId:brokerId pairs separated by commas, or * for every replica of the topic."},
 	{name: "max.compaction.lag.ms", synonyms: syn("log.cleaner.max.compaction.lag.ms"), vt: vtPositiveLong, field: func(t *Topic) any { return &t.MaxCompactionLagMs }, doc: "Greatest age of a message before it must be compacted."},
 	{name: "max.message.bytes", synonyms: syn("message.max.bytes"), vt: vtNonNegInt, field: func(t *Topic) any { return &t.MaxMessageBytes }, doc: "Largest record batch accepted, in bytes."},
 	{name: "message.timestamp.after.max.ms", synonyms: syn("log.message.timestamp.after.max.ms"), vt: vtNonNegLong, field: func(t *Topic) any { return &t.MessageTimestampAfterMaxMs }, doc: "How far a CreateTime timestamp may lie after the broker's clock."},
@@ -97,6 +109,11 @@ func init() {
 			panic("config: duplicate topic key " + d.name)
 		}
 		topicDefs[d.name] = d
+		if len(d.synonyms) == 0 {
+			if _, _, reason := d.vt.parse(d.dflt); reason != "" {
+				panic("config: bad default for topic key " + d.name + ": " + reason)
+			}
+		}
 	}
 }
 
@@ -112,9 +129,10 @@ func TopicConfigNames() []string {
 
 // BrokerSynonym returns the broker key that supplies the default of topic key
 // (retention.ms -> log.retention.ms, max.message.bytes -> message.max.bytes),
-// or "" if key is not a topic config.
+// or "" if key is not a topic config or is a topic-only key without broker
+// synonym (leader.replication.throttled.replicas).
 func BrokerSynonym(key string) string {
-	if d := topicDefs[key]; d != nil {
+	if d := topicDefs[key]; d != nil && len(d.synonyms) > 0 {
 		return d.synonyms[0]
 	}
 	return ""
@@ -142,10 +160,11 @@ func parseTopicValue(key, value string) (any, error) {
 }
 
 // TopicDefaults returns the configuration of a topic with no overrides: the
-// effective broker values of each key's broker synonym.
+// effective broker values of each key's broker synonym, and the own default
+// of each key without one.
 func (b *Broker) TopicDefaults() Topic {
 	c := b.Current()
-	return Topic{
+	t := Topic{
 		RetentionMs:                     c.LogRetentionMs,
 		RetentionBytes:                  c.LogRetentionBytes,
 		SegmentBytes:                    c.LogSegmentBytes,
@@ -174,6 +193,13 @@ func (b *Broker) TopicDefaults() Topic {
 		MaxCompactionLagMs:              c.LogCleanerMaxCompactionLagMs,
 		MinCleanableDirtyRatio:          c.LogCleanerMinCleanableRatio,
 	}
+	for _, d := range topicDefList {
+		if len(d.synonyms) == 0 {
+			v, _, _ := d.vt.parse(d.dflt) // validated by init
+			assign(d.field(&t), v)
+		}
+	}
+	return t
 }
 
 // ResolveTopic applies a topic's overrides to the broker defaults. Every
@@ -202,4 +228,93 @@ func (b *Broker) ResolveTopic(overrides map[string]string) (Topic, error) {
 		return Topic{}, invalid(key, overrides[key], fmt.Sprintf("min.compaction.lag.ms (%d) must not exceed max.compaction.lag.ms (%d)", t.MinCompactionLagMs, t.MaxCompactionLagMs))
 	}
 	return t, nil
+}
+
+// vtThrottledReplicas is Kafka's LIST with ThrottledReplicaListValidator:
+// "" (no replica), "*" (every replica) or comma-separated
+// partitionId:brokerId pairs; blanks around entries are ignored. The parsed
+// value is the normalized text (a string). Deviations: Kafka also accepts
+// empty entries ("0:1,,1:1") and ids beyond 32 bits; Gregor refuses both.
+var vtThrottledReplicas = valueType{TypeList, func(s string) (any, string, string) {
+	_, _, norm, reason := parseThrottled(s)
+	return norm, norm, reason
+}}
+
+// ParseThrottledReplicas parses the value of leader.replication.throttled.replicas
+// or follower.replication.throttled.replicas (as in Topic). all is true for
+// "*": every replica of the topic is throttled. Otherwise pairs maps each
+// listed partition to its throttled broker ids, in the order given and
+// without repeats; it is nil for "" (nothing throttled). A malformed value
+// is an error wrapping ErrInvalidConfig.
+func ParseThrottledReplicas(s string) (all bool, pairs map[int32][]int32, err error) {
+	all, pairs, _, reason := parseThrottled(s)
+	if reason != "" {
+		return false, nil, fmt.Errorf("config: %s: %w", reason, ErrInvalidConfig)
+	}
+	return all, pairs, nil
+}
+
+func parseThrottled(s string) (all bool, pairs map[int32][]int32, norm, reason string) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "":
+		return false, nil, "", ""
+	case "*":
+		return true, nil, "*", ""
+	}
+	bad := func(why string) (bool, map[int32][]int32, string, string) {
+		return false, nil, "", fmt.Sprintf("%q must be the literal '*' or a list of replicas in the format [partitionId]:[brokerId],[partitionId]:[brokerId],... (%s)", s, why)
+	}
+	parts := strings.Split(s, ",")
+	pairs = make(map[int32][]int32, len(parts))
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return bad("empty entry")
+		}
+		ps, bs, ok := strings.Cut(p, ":")
+		if !ok {
+			return bad(fmt.Sprintf("%q is not partitionId:brokerId", p))
+		}
+		part, pr := parseReplicaID(ps)
+		broker, br := parseReplicaID(bs)
+		if pr == "" {
+			pr = br
+		}
+		if pr != "" {
+			return bad(fmt.Sprintf("%q: %s", p, pr))
+		}
+		parts[i] = p
+		if !containsID(pairs[part], broker) {
+			pairs[part] = append(pairs[part], broker)
+		}
+	}
+	return false, pairs, strings.Join(parts, ","), ""
+}
+
+// parseReplicaID parses a partition or broker id of a throttled replica
+// list: ASCII digits only (no sign), fitting in an int32.
+func parseReplicaID(s string) (int32, string) {
+	if s == "" {
+		return 0, "missing id"
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, fmt.Sprintf("%q is not a non-negative integer", s)
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Sprintf("%q does not fit in a 32-bit integer", s)
+	}
+	return int32(n), ""
+}
+
+func containsID(l []int32, id int32) bool {
+	for _, e := range l {
+		if e == id {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -20,6 +21,12 @@ func TestTopicDefaultsFollowBrokerSynonyms(t *testing.T) {
 		td := b.TopicDefaults()
 		vals := b.Values()
 		for _, d := range topicDefList {
+			if len(d.synonyms) == 0 {
+				if got := format(d.field(&td)); got != d.dflt {
+					t.Errorf("%v: %s = %q, want its own default %q", props, d.name, got, d.dflt)
+				}
+				continue
+			}
 			if got, want := format(d.field(&td)), vals[d.synonyms[0]]; got != want {
 				t.Errorf("%v: %s = %q, want %s's %q", props, d.name, got, d.synonyms[0], want)
 			}
@@ -57,6 +64,9 @@ func TestTopicDefaults(t *testing.T) {
 		MinCompactionLagMs:              0,
 		MaxCompactionLagMs:              9223372036854775807,
 		MinCleanableDirtyRatio:          0.5,
+
+		LeaderReplicationThrottledReplicas:   "",
+		FollowerReplicationThrottledReplicas: "",
 	}
 	if !reflect.DeepEqual(td, want) {
 		t.Errorf("TopicDefaults =\n%+v\nwant\n%+v", td, want)
@@ -149,6 +159,30 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"compression.zstd.level", "-131072", true, ""},
 		{"compression.gzip.level", "-1", true, ""},
 		{"compression.gzip.level", "10", false, "between 1 and 9"},
+		{"leader.replication.throttled.replicas", "", true, ""},
+		{"leader.replication.throttled.replicas", "*", true, ""},
+		{"leader.replication.throttled.replicas", " * ", true, ""},
+		{"leader.replication.throttled.replicas", "0:1", true, ""},
+		{"leader.replication.throttled.replicas", "0:1,0:2, 1:2 ,10:101", true, ""},
+		{"leader.replication.throttled.replicas", "0:1,0:1", true, ""}, // Kafka accepts repeats
+		{"leader.replication.throttled.replicas", "*,0:1", false, "literal '*'"},
+		{"leader.replication.throttled.replicas", "**", false, "literal '*'"},
+		{"leader.replication.throttled.replicas", "0", false, "not partitionId:brokerId"},
+		{"leader.replication.throttled.replicas", "0:", false, "missing id"},
+		{"leader.replication.throttled.replicas", ":1", false, "missing id"},
+		{"leader.replication.throttled.replicas", "0:1:2", false, "not a non-negative integer"},
+		{"leader.replication.throttled.replicas", "-1:1", false, "not a non-negative integer"},
+		{"leader.replication.throttled.replicas", "0:+1", false, "not a non-negative integer"},
+		{"leader.replication.throttled.replicas", "0 : 1", false, "not a non-negative integer"},
+		{"leader.replication.throttled.replicas", "0:1,,1:1", false, "empty entry"},
+		{"leader.replication.throttled.replicas", "0:1,", false, "empty entry"},
+		{"leader.replication.throttled.replicas", "2147483648:1", false, "32-bit"},
+		{"leader.replication.throttled.replicas", "all", false, "literal '*'"},
+		{"follower.replication.throttled.replicas", "", true, ""},
+		{"follower.replication.throttled.replicas", "*", true, ""},
+		{"follower.replication.throttled.replicas", "3:0,3:2147483647", true, ""},
+		{"follower.replication.throttled.replicas", "a:b", false, "not a non-negative integer"},
+		{"follower.replication.throttled.replicas", "1-2", false, "not partitionId:brokerId"},
 	} {
 		err := ValidateTopicConfig(tc.key, tc.value)
 		if tc.ok {
@@ -172,7 +206,8 @@ func TestTopicConfigNamesAndSynonyms(t *testing.T) {
 	for _, k := range []string{"retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "segment.index.bytes",
 		"index.interval.bytes", "flush.messages", "flush.ms", "max.message.bytes", "message.timestamp.type",
 		"compression.type", "cleanup.policy", "min.insync.replicas", "file.delete.delay.ms",
-		"unclean.leader.election.enable", "message.timestamp.difference.max.ms", "preallocate"} {
+		"unclean.leader.election.enable", "message.timestamp.difference.max.ms", "preallocate",
+		"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"} {
 		found := false
 		for _, n := range names {
 			found = found || n == k
@@ -191,9 +226,54 @@ func TestTopicConfigNamesAndSynonyms(t *testing.T) {
 		"file.delete.delay.ms": "log.segment.delete.delay.ms",
 		"min.insync.replicas":  "min.insync.replicas",
 		"bogus":                "",
+
+		"leader.replication.throttled.replicas":   "",
+		"follower.replication.throttled.replicas": "",
 	} {
 		if got := BrokerSynonym(topic); got != broker {
 			t.Errorf("BrokerSynonym(%s) = %q, want %q", topic, got, broker)
+		}
+	}
+}
+
+func TestResolveTopicThrottledReplicas(t *testing.T) {
+	b := Default()
+	topic, err := b.ResolveTopic(map[string]string{
+		"leader.replication.throttled.replicas":   " 0:1 , 1:2 ",
+		"follower.replication.throttled.replicas": "*",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topic.LeaderReplicationThrottledReplicas != "0:1,1:2" || topic.FollowerReplicationThrottledReplicas != "*" {
+		t.Errorf("leader %q follower %q", topic.LeaderReplicationThrottledReplicas, topic.FollowerReplicationThrottledReplicas)
+	}
+	_, err = b.ResolveTopic(map[string]string{"follower.replication.throttled.replicas": "0:x"})
+	checkConfigErr(t, err, ErrInvalidConfig, "follower.replication.throttled.replicas", "not a non-negative integer")
+}
+
+func TestParseThrottledReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		all   bool
+		pairs map[int32][]int32
+	}{
+		{"", false, nil},
+		{"  ", false, nil},
+		{"*", true, nil},
+		{" * ", true, nil},
+		{"0:1", false, map[int32][]int32{0: {1}}},
+		{"0:1, 0:2 ,1:2,0:1,12:0", false, map[int32][]int32{0: {1, 2}, 1: {2}, 12: {0}}},
+	} {
+		all, pairs, err := ParseThrottledReplicas(tc.in)
+		if err != nil || all != tc.all || !reflect.DeepEqual(pairs, tc.pairs) {
+			t.Errorf("ParseThrottledReplicas(%q) = %v, %v, %v; want %v, %v", tc.in, all, pairs, err, tc.all, tc.pairs)
+		}
+	}
+	for _, bad := range []string{"*,1:1", "1", "1:", ":1", "1:a", "-1:0", "0:-1", "1:2,", "1:2,,3:4", "1:2:3", "4294967296:1"} {
+		all, pairs, err := ParseThrottledReplicas(bad)
+		if !errors.Is(err, ErrInvalidConfig) || all || pairs != nil {
+			t.Errorf("ParseThrottledReplicas(%q) = %v, %v, %v; want ErrInvalidConfig", bad, all, pairs, err)
 		}
 	}
 }
