@@ -1,0 +1,419 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/wire"
+)
+
+// One source broker's fetcher: the goroutine that runs the rounds (see fetcher.go for the
+// protocol and the lock rule).
+
+// sourceFetcher fetches every partition this broker follows from one leader.
+type sourceFetcher struct {
+	f      *Fetchers
+	leader int32
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1: the partition set changed
+	log    *slog.Logger
+	conn   *wire.Conn // the run goroutine's alone
+
+	mu struct {
+		sync.Mutex
+		parts map[followed]*fetchState
+	}
+}
+
+// fetchState is one followed partition in a source fetcher. Guarded by sourceFetcher.mu; a
+// partition restarted on another source gets a new one, so a round's answer for an old state
+// is recognisably stale.
+type fetchState struct {
+	p         followed
+	topic     string
+	partition int32
+	core      *Follower
+	leaderHW  int64 // the leader's high watermark in the last fetch answer; -1 none yet
+}
+
+// roundPart is one partition's request in a round.
+type roundPart struct {
+	st  *fetchState
+	req FollowerRequest
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// poke wakes the goroutine if it is idle.
+func (sf *sourceFetcher) poke() {
+	select {
+	case sf.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (sf *sourceFetcher) run(ctx context.Context) {
+	defer func() {
+		if sf.conn != nil {
+			sf.conn.Close()
+		}
+	}()
+	backoff := time.Duration(sf.f.o.BackoffMs) * time.Millisecond
+	for ctx.Err() == nil {
+		epochs, lists, fetches := sf.next()
+		if len(epochs)+len(lists)+len(fetches) == 0 {
+			// Every partition is backing off or fenced: look again after a back-off, or
+			// sooner when Follow changes the set.
+			select {
+			case <-ctx.Done():
+			case <-sf.wake:
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		err := sf.round(ctx, epochs, lists, fetches)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		sf.log.Info("replica fetch from leader failed; retrying after the back-off", "err", err, "backoff", backoff)
+		if sf.conn != nil {
+			sf.conn.Close()
+			sf.conn = nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// next asks every partition's core for its request, by kind.
+func (sf *sourceFetcher) next() (epochs, lists, fetches []roundPart) {
+	now := sf.f.nowMs()
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	for _, st := range sf.mu.parts {
+		req := st.core.Next(st.p.LocalLog(), now)
+		switch req.Kind {
+		case RequestFetch:
+			fetches = append(fetches, roundPart{st, req})
+		case RequestOffsetForLeaderEpoch:
+			epochs = append(epochs, roundPart{st, req})
+		case RequestListOffsets:
+			lists = append(lists, roundPart{st, req})
+		}
+	}
+	return epochs, lists, fetches
+}
+
+// round sends the round's requests and applies the answers. An error is the connection's or
+// the whole request's: every partition is retried after a back-off.
+func (sf *sourceFetcher) round(ctx context.Context, epochs, lists, fetches []roundPart) error {
+	if sf.conn == nil || sf.conn.Err() != nil {
+		addr, ok := sf.f.o.Endpoint(sf.leader)
+		if !ok {
+			return fmt.Errorf("replica: no endpoint known for leader %d", sf.leader)
+		}
+		dctx, cancel := context.WithTimeout(ctx, time.Duration(sf.f.o.SocketTimeoutMs)*time.Millisecond)
+		c, err := sf.f.o.Dial(dctx, addr)
+		cancel()
+		if err != nil {
+			return err
+		}
+		sf.conn = c
+	}
+	if len(epochs) > 0 {
+		if err := sf.offsetsForLeaderEpochs(ctx, epochs); err != nil {
+			return err
+		}
+	}
+	if len(lists) > 0 {
+		if err := sf.listOffsets(ctx, lists); err != nil {
+			return err
+		}
+	}
+	if len(fetches) > 0 {
+		return sf.fetch(ctx, fetches)
+	}
+	return nil
+}
+
+func (sf *sourceFetcher) request(ctx context.Context, req kmsg.Request, waitMs int32) (kmsg.Response, error) {
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(int64(waitMs)+int64(sf.f.o.SocketTimeoutMs))*time.Millisecond)
+	defer cancel()
+	return sf.conn.Request(rctx, req)
+}
+
+// handle feeds one partition's answer to its core and applies the action, unless the
+// partition left the set (or was restarted) since its request was made.
+func (sf *sourceFetcher) handle(rp roundPart, fn func(local LocalLog, nowMs int64) (FollowerAction, error)) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	if sf.mu.parts[rp.st.p] != rp.st {
+		return // unfollowed or moved: a stale answer
+	}
+	act, err := fn(rp.st.p.LocalLog(), sf.f.nowMs())
+	if err != nil {
+		sf.log.Debug("replica fetch answer", "topic", rp.st.topic, "partition", rp.st.partition, "err", err)
+	}
+	sf.applyLocked(rp.st, act)
+}
+
+// applyLocked applies a core's action to its partition. Holding sf.mu.
+func (sf *sourceFetcher) applyLocked(st *fetchState, act FollowerAction) {
+	if act.Empty() {
+		return
+	}
+	if _, err := st.p.ApplyFollower(st.core.LeaderEpoch(), act); err != nil {
+		sf.log.Warn("replica: applying the leader's answer failed; backing off", "topic", st.topic, "partition", st.partition, "leader_epoch", st.core.LeaderEpoch(), "err", err)
+		st.core.backOff(sf.f.nowMs())
+		return
+	}
+	if act.HighWatermark >= 0 {
+		st.p.SetFollowerHighWatermark(act.HighWatermark)
+	}
+}
+
+func partitionErr(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	return kerr.ErrorForCode(code)
+}
+
+// errMissingPartition is the error of a partition the leader's answer left out.
+var errMissingPartition = fmt.Errorf("replica: the leader's answer has no entry for the partition: %w", kerr.UnknownTopicOrPartition)
+
+func (sf *sourceFetcher) offsetsForLeaderEpochs(ctx context.Context, parts []roundPart) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.SetVersion(offsetForLeaderEpochVersion)
+	req.ReplicaID = sf.f.o.LocalID
+	topics := map[string]int{}
+	for _, rp := range parts {
+		i, ok := topics[rp.st.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[rp.st.topic] = i
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = rp.st.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		p.Partition = rp.st.partition
+		p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
+		p.LeaderEpoch = rp.req.LeaderEpoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	kresp, err := sf.request(ctx, req, 0)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+	answers := map[tp]*kmsg.OffsetForLeaderEpochResponseTopicPartition{}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		for j := range t.Partitions {
+			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
+		}
+	}
+	for _, rp := range parts {
+		a := answers[tp{rp.st.topic, rp.st.partition}]
+		ans, aerr := EpochEndOffset{}, error(errMissingPartition)
+		if a != nil {
+			ans, aerr = EpochEndOffset{Epoch: a.LeaderEpoch, EndOffset: a.EndOffset}, partitionErr(a.ErrorCode)
+		}
+		sf.handle(rp, func(local LocalLog, nowMs int64) (FollowerAction, error) {
+			return rp.st.core.HandleEpochEndOffset(rp.req, ans, aerr, local, nowMs)
+		})
+	}
+	return nil
+}
+
+// listOffsets asks the leader's log start and end offsets: two requests, as a ListOffsets
+// may name a partition once.
+func (sf *sourceFetcher) listOffsets(ctx context.Context, parts []roundPart) error {
+	type offsets struct {
+		off [2]int64 // earliest, latest
+		err error
+	}
+	got := map[tp]*offsets{}
+	for i, ts := range [2]int64{-2, -1} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(listOffsetsVersion)
+		req.ReplicaID = sf.f.o.LocalID
+		topics := map[string]int{}
+		for _, rp := range parts {
+			j, ok := topics[rp.st.topic]
+			if !ok {
+				j = len(req.Topics)
+				topics[rp.st.topic] = j
+				t := kmsg.NewListOffsetsRequestTopic()
+				t.Topic = rp.st.topic
+				req.Topics = append(req.Topics, t)
+			}
+			p := kmsg.NewListOffsetsRequestTopicPartition()
+			p.Partition = rp.st.partition
+			p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
+			p.Timestamp = ts
+			req.Topics[j].Partitions = append(req.Topics[j].Partitions, p)
+		}
+		kresp, err := sf.request(ctx, req, 0)
+		if err != nil {
+			return err
+		}
+		resp := kresp.(*kmsg.ListOffsetsResponse)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				k := tp{t.Topic, p.Partition}
+				o := got[k]
+				if o == nil {
+					o = &offsets{}
+					got[k] = o
+				}
+				o.off[i] = p.Offset
+				if o.err == nil {
+					o.err = partitionErr(p.ErrorCode)
+				}
+			}
+		}
+	}
+	for _, rp := range parts {
+		o := got[tp{rp.st.topic, rp.st.partition}]
+		if o == nil {
+			o = &offsets{err: errMissingPartition}
+		}
+		sf.handle(rp, func(local LocalLog, nowMs int64) (FollowerAction, error) {
+			return rp.st.core.HandleLeaderOffsets(rp.req, o.off[0], o.off[1], o.err, local, nowMs)
+		})
+	}
+	return nil
+}
+
+func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
+	o := &sf.f.o
+	if rate := o.Throttle(); rate > 0 {
+		if err := sf.f.bucket.wait(ctx, rate, o.Now); err != nil {
+			return err
+		}
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(fetchVersion)
+	req.ReplicaID = o.LocalID
+	req.MaxWaitMillis = o.MaxWaitMs
+	req.MinBytes = o.MinBytes
+	req.MaxBytes = o.ResponseMaxBytes
+	req.IsolationLevel = 0
+	req.SessionID = 0
+	req.SessionEpoch = -1 // no fetch session: every fetch names all its partitions
+	topics := map[string]int{}
+	for _, rp := range parts {
+		i, ok := topics[rp.st.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[rp.st.topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = rp.st.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = rp.st.partition
+		p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
+		p.FetchOffset = rp.req.FetchOffset
+		p.LastFetchedEpoch = rp.req.LastFetchedEpoch
+		p.LogStartOffset = rp.req.LogStartOffset
+		p.PartitionMaxBytes = o.MaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	kresp, err := sf.request(ctx, req, o.MaxWaitMs)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := partitionErr(resp.ErrorCode); err != nil {
+		return fmt.Errorf("replica: fetch from leader %d: %w", sf.leader, err)
+	}
+	answers := map[tp]*kmsg.FetchResponseTopicPartition{}
+	received := 0
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		for j := range t.Partitions {
+			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
+			received += len(t.Partitions[j].RecordBatches)
+		}
+	}
+	if rate := o.Throttle(); rate > 0 {
+		sf.f.bucket.take(received, rate, o.Now)
+	}
+	for _, rp := range parts {
+		a := answers[tp{rp.st.topic, rp.st.partition}]
+		ans := FetchAnswer{Err: errMissingPartition}
+		if a != nil {
+			ans = FetchAnswer{Err: partitionErr(a.ErrorCode), HighWatermark: a.HighWatermark, LogStartOffset: a.LogStartOffset, Records: a.RecordBatches}
+			if a.DivergingEpoch.EndOffset >= 0 {
+				ans.DivergingEpoch = &EpochEndOffset{Epoch: a.DivergingEpoch.Epoch, EndOffset: a.DivergingEpoch.EndOffset}
+			}
+		}
+		sf.handle(rp, func(local LocalLog, nowMs int64) (FollowerAction, error) {
+			act, err := rp.st.core.HandleFetch(rp.req, ans, local, nowMs)
+			if err == nil && ans.Err == nil {
+				rp.st.leaderHW = ans.HighWatermark
+			}
+			return act, err
+		})
+	}
+	return nil
+}
+
+// throttleBucket is the token bucket of the replication throttle, shared by every source
+// fetcher: it holds up to one second of tokens (bytes) at the current rate and may go into
+// debt by one fetch's bytes; a fetch waits while it is in debt.
+type throttleBucket struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+func (b *throttleBucket) refillLocked(rate int64, now time.Time) {
+	if !b.last.IsZero() {
+		b.tokens += now.Sub(b.last).Seconds() * float64(rate)
+	} else {
+		b.tokens = float64(rate)
+	}
+	b.tokens = min(b.tokens, float64(rate))
+	b.last = now
+}
+
+// wait returns once the bucket is out of debt (or ctx ends).
+func (b *throttleBucket) wait(ctx context.Context, rate int64, now func() time.Time) error {
+	for {
+		b.mu.Lock()
+		b.refillLocked(rate, now())
+		debt := -b.tokens
+		b.mu.Unlock()
+		if debt <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(debt / float64(rate) * float64(time.Second))):
+		}
+	}
+}
+
+// take draws n bytes from the bucket.
+func (b *throttleBucket) take(n int, rate int64, now func() time.Time) {
+	b.mu.Lock()
+	b.refillLocked(rate, now())
+	b.tokens -= float64(n)
+	b.mu.Unlock()
+}
