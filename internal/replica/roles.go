@@ -100,6 +100,9 @@ func (p *Partition) Role() (leader int32, leaderEpoch int32, isLeader bool) {
 // Kafka's localLogWithEpochOrThrow. It takes no lock.
 func (p *Partition) CheckLeader(currentLeaderEpoch int32) error {
 	v := p.role.Load()
+	if v.leads() && (currentLeaderEpoch < 0 || currentLeaderEpoch == v.leaderEpoch) {
+		return nil // the data path's case
+	}
 	if v.kind != roleNone {
 		if err := CheckCurrentLeaderEpoch(v.leaderEpoch, currentLeaderEpoch); err != nil {
 			return err
