@@ -37,14 +37,28 @@ func TestFetchersReplicateBetweenBrokers(t *testing.T) {
 			t.Fatalf("create topic: %v %v", err, resp.Err)
 		}
 	}
-	pa, pb := a.Handler().Replicas.Get("rep", 0), b.Handler().Replicas.Get("rep", 0)
-	if pa == nil || pb == nil {
-		t.Fatal("partition not open")
-	}
-	for i, p := range []*replica.Partition{pa, pb} {
-		if leader, _, _ := p.Role(); leader < 0 {
-			// A broker without replication (single node): give it what a cluster broker has.
-			[]*testutil.Broker{a, b}[i].Handler().Replicas.SetReplication(replica.ReplicationOptions{LocalID: int32(i + 1)})
+	// Each broker is its own single-node cluster: wait until its metadata made it the
+	// partition's leader, then take the partition over by hand.
+	var pa, pb *replica.Partition
+	for i, br := range []*testutil.Broker{a, b} {
+		id := int32(i + 1)
+		var p *replica.Partition
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if p = br.Handler().Replicas.Get("rep", 0); p != nil {
+				if leader, epoch, leads := p.Role(); leads && leader == id && epoch >= 0 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("broker %d: partition not open and led", id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if i == 0 {
+			pa = p
+		} else {
+			pb = p
 		}
 	}
 	_, epoch, _ := pa.Role()

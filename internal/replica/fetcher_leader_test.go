@@ -43,6 +43,7 @@ type testLeader struct {
 	hold      atomic.Pointer[holdFetch] // the next fetch answer with records waits for release
 	diverging atomic.Int64              // fetch answers that carried a diverging epoch
 	epochReqs atomic.Int64              // OffsetForLeaderEpoch requests
+	done      chan struct{}             // closed by close: parked fetches answer at once
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -57,7 +58,7 @@ func startTestLeader(t testing.TB, id int32) *testLeader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testLeader{t: t, id: id, ln: ln, nodes: map[tp]*replicaNode{}, changed: make(chan struct{}), fetchAt: map[tp][]time.Time{}, conns: map[net.Conn]bool{}}
+	s := &testLeader{t: t, id: id, ln: ln, nodes: map[tp]*replicaNode{}, changed: make(chan struct{}), done: make(chan struct{}), fetchAt: map[tp][]time.Time{}, conns: map[net.Conn]bool{}}
 	s.wg.Add(1)
 	go s.accept()
 	t.Cleanup(s.close)
@@ -68,6 +69,7 @@ func (s *testLeader) addr() string { return s.ln.Addr().String() }
 
 func (s *testLeader) close() {
 	s.closeOnce.Do(func() {
+		close(s.done)
 		s.ln.Close()
 		s.mu.Lock()
 		for c := range s.conns {
@@ -262,6 +264,8 @@ func (s *testLeader) fetch(req *kmsg.FetchRequest) kmsg.Response {
 		}
 		select {
 		case <-changed:
+		case <-s.done:
+			return resp
 		case <-time.After(time.Until(deadline)):
 		}
 	}
