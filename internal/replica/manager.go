@@ -38,6 +38,7 @@ type Manager struct {
 
 	// hws guards the high watermarks read from the replication-offset-checkpoint (by
 	// SetReplication), kept for partitions not opened yet, and the last checkpoint written.
+	// Lock order: mu, then hws.
 	hws struct {
 		sync.Mutex
 		loaded  map[storage.TopicPartition]int64
@@ -102,13 +103,14 @@ func (m *Manager) checkpointHW() error {
 	if m.replication() == nil {
 		return nil
 	}
+	parts := m.Partitions() // before hws: Open takes mu, then hws
 	m.hws.Lock()
 	defer m.hws.Unlock()
 	out := maps.Clone(m.hws.loaded)
 	if out == nil {
 		out = map[storage.TopicPartition]int64{}
 	}
-	for _, p := range m.Partitions() {
+	for _, p := range parts {
 		out[storage.TopicPartition{Topic: p.Topic, Partition: p.Index}] = p.HighWatermark()
 	}
 	if maps.Equal(out, m.hws.written) {
