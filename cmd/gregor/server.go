@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -41,12 +42,40 @@ func serverCommand() *cobra.Command {
 				}
 				log.Info("pprof serving", "addr", addr)
 			}
-			b, err := broker.Start(cfg, broker.Options{Logger: log})
+			// A signal during start-up (a node waiting for the rest of its quorum) cancels
+			// it; one that races the end of start-up is kept for the wait below.
+			startCtx, cancelStart := context.WithCancel(context.Background())
+			pending := make(chan os.Signal, 1)
+			started := make(chan struct{})
+			go func() {
+				select {
+				case s := <-sig:
+					pending <- s
+					cancelStart()
+				case <-started:
+				}
+			}()
+			b, err := broker.Start(cfg, broker.Options{Logger: log, Ctx: startCtx})
+			close(started)
 			if err != nil {
-				return err
+				select {
+				case s := <-pending:
+					log.Info("start-up interrupted", "signal", s.String(), "err", err)
+					return nil
+				default:
+					return err
+				}
 			}
-			log.Info("gregor started", "addr", b.Addr().String(), "node_id", cfg.NodeID)
-			s := <-sig
+			if b.Handler() != nil {
+				log.Info("gregor started", "addr", b.Addr().String(), "node_id", cfg.NodeID)
+			} else {
+				log.Info("gregor controller started", "node_id", cfg.NodeID)
+			}
+			var s os.Signal
+			select {
+			case s = <-pending:
+			case s = <-sig:
+			}
 			log.Info("shutting down", "signal", s.String())
 			return b.Close()
 		},

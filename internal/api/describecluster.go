@@ -8,14 +8,16 @@ import (
 
 // DescribeCluster v0-v1: the cluster id, the active controller and the brokers.
 
-func handleDescribeCluster(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeCluster(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	resp.ClusterID = h.ClusterID
-	resp.ControllerID = h.NodeID
+	im := h.Meta.Image()
+	resp.ControllerID = h.controllerID(im)
 	resp.ClusterAuthorizedOperations = authorizedOpsUnset
-	b := h.broker()
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack}}
+	for _, lb := range liveBrokers(im, h.listenerOf(c)) {
+		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: lb.id, Host: lb.host, Port: lb.port, Rack: lb.rackPtr()})
+	}
 	return msg(resp)
 }

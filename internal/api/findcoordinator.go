@@ -5,11 +5,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/group"
 )
 
 // FindCoordinator v0-v6: the broker coordinating a group (key type 0) is the leader of its
-// __consumer_offsets partition, this node; the topic is created on first use. v4+ asks for
-// a batch of keys. Transaction coordinators (key type 1) do not exist yet:
+// __consumer_offsets partition, whichever broker that is; the topic is created on first use
+// (COORDINATOR_NOT_AVAILABLE meanwhile: the client retries). v4+ asks for a batch of keys. Transaction coordinators (key type 1) do not exist yet:
 // COORDINATOR_NOT_AVAILABLE. Other key types are INVALID_REQUEST.
 
 const (
@@ -17,7 +19,7 @@ const (
 	coordinatorTransaction = 1
 )
 
-func handleFindCoordinator(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleFindCoordinator(h *Handler, _ context.Context, conn *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	keys := req.CoordinatorKeys
@@ -28,9 +30,17 @@ func handleFindCoordinator(h *Handler, _ context.Context, _ *Conn, r kmsg.Reques
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
 		var err *kerr.Error
+		var node int32
 		switch req.CoordinatorType {
 		case coordinatorGroup:
-			err = h.Groups.FindCoordinator(key)
+			node, err = h.groupCoordinator(key)
+			if err == nil {
+				if host, port, ok := h.Meta.Image().Endpoint(node, h.listenerOf(conn)); ok {
+					c.NodeID, c.Host, c.Port = node, host, port
+				} else {
+					err = kerr.CoordinatorNotAvailable
+				}
+			}
 		case coordinatorTransaction:
 			err = kerr.CoordinatorNotAvailable
 		default:
@@ -38,9 +48,7 @@ func handleFindCoordinator(h *Handler, _ context.Context, _ *Conn, r kmsg.Reques
 		}
 		if err != nil {
 			c.ErrorCode, c.ErrorMessage = err.Code, &err.Message
-			c.NodeID, c.Port = -1, -1
-		} else {
-			c.NodeID, c.Host, c.Port = h.NodeID, h.AdvertisedHost, h.AdvertisedPort
+			c.NodeID, c.Host, c.Port = -1, "", -1
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
@@ -51,4 +59,24 @@ func handleFindCoordinator(h *Handler, _ context.Context, _ *Conn, r kmsg.Reques
 		resp.Coordinators = nil
 	}
 	return msg(resp)
+}
+
+// groupCoordinator returns the node leading the group's __consumer_offsets partition,
+// creating the topic on first use.
+func (h *Handler) groupCoordinator(groupID string) (int32, *kerr.Error) {
+	t := h.Meta.Image().Topic(group.TopicName)
+	if t == nil {
+		if _, err := h.EnsureOffsetsTopic(true); err != nil {
+			h.Log.Warn("creating "+group.TopicName+" failed", "err", err)
+			return -1, kerr.CoordinatorNotAvailable
+		}
+		if t = h.Meta.Image().Topic(group.TopicName); t == nil {
+			return -1, kerr.CoordinatorNotAvailable
+		}
+	}
+	pp := t.Partition(group.PartitionFor(groupID, int32(len(t.Parts))))
+	if pp == nil || pp.Leader < 0 {
+		return -1, kerr.CoordinatorNotAvailable
+	}
+	return pp.Leader, nil
 }

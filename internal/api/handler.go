@@ -20,7 +20,7 @@ import (
 // Handler is the broker's request handler. It is safe for concurrent use by every connection.
 type Handler struct {
 	Cfg      *config.Broker
-	Meta     *metadata.Store
+	Meta     *metadata.Publisher
 	Replicas *replica.Manager
 	Logs     *storage.Manager
 	Log      *slog.Logger

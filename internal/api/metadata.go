@@ -17,19 +17,24 @@ import (
 // authorizedOpsUnset is what Kafka answers when authorized operations were not requested.
 const authorizedOpsUnset = math.MinInt32
 
-func handleMetadata(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{h.broker()}
+	im := h.Meta.Image()
+	listener := h.listenerOf(c)
+	for _, lb := range liveBrokers(im, listener) {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = lb.id, lb.host, lb.port, lb.rackPtr()
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	resp.ClusterID = &h.ClusterID
-	resp.ControllerID = h.NodeID
+	resp.ControllerID = h.controllerID(im)
 	resp.AuthorizedOperations = authorizedOpsUnset
 
-	im := h.Meta.Image()
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, n := range im.TopicNames() {
-			resp.Topics = append(resp.Topics, h.topicMetadata(im.Topic(n)))
+			resp.Topics = append(resp.Topics, h.topicMetadata(im, im.Topic(n), listener))
 		}
 		return msg(resp)
 	}
@@ -61,44 +66,45 @@ func handleMetadata(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Repl
 				continue
 			}
 		}
-		resp.Topics = append(resp.Topics, h.topicMetadata(t))
+		resp.Topics = append(resp.Topics, h.topicMetadata(h.Meta.Image(), t, listener))
 	}
 	return msg(resp)
 }
 
-func (h *Handler) broker() kmsg.MetadataResponseBroker {
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID = h.NodeID
-	b.Host = h.AdvertisedHost
-	b.Port = h.AdvertisedPort
-	if h.Rack != "" {
-		b.Rack = &h.Rack
-	}
-	return b
-}
-
-func (h *Handler) topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic's partitions as the image has them. A partition without a
+// leader is LEADER_NOT_AVAILABLE; one whose leader has no endpoint on the client's listener
+// is LISTENER_NOT_FOUND; one led here whose log went offline after an I/O error is
+// KAFKA_STORAGE_ERROR with this replica offline.
+func (h *Handler) topicMetadata(im *metadata.Image, t *metadata.Topic, listener string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = t.Internal
 	mt.AuthorizedOperations = authorizedOpsUnset
-	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(t.Parts))
 	for i := range mt.Partitions {
-		p := &mt.Partitions[i]
-		p.Default()
-		p.Partition = int32(i)
-		p.Leader = h.NodeID
-		p.LeaderEpoch = 0
-		p.Replicas = []int32{h.NodeID}
-		p.ISR = []int32{h.NodeID}
-		p.OfflineReplicas = []int32{}
-		// A partition that could not be opened, or whose log went offline after an I/O
-		// error, has its only replica offline.
-		if part := h.Replicas.Get(t.Name, int32(i)); part == nil || part.Log().Offline() {
-			p.ErrorCode = kerr.KafkaStorageError.Code
-			p.OfflineReplicas = []int32{h.NodeID}
+		mp := &mt.Partitions[i]
+		pp := &t.Parts[i]
+		mp.Default()
+		mp.Partition = int32(i)
+		mp.Leader = pp.Leader
+		mp.LeaderEpoch = pp.LeaderEpoch
+		mp.Replicas = pp.Replicas
+		mp.ISR = pp.ISR
+		mp.OfflineReplicas = offlineReplicas(im, pp)
+		switch {
+		case pp.Leader < 0:
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		case pp.Leader == h.NodeID:
+			if part := h.Replicas.Get(t.Name, int32(i)); part == nil || part.Log().Offline() {
+				mp.ErrorCode = kerr.KafkaStorageError.Code
+				mp.OfflineReplicas = append(mp.OfflineReplicas, h.NodeID)
+			}
+		default:
+			if _, _, ok := im.Endpoint(pp.Leader, listener); !ok {
+				mp.ErrorCode = kerr.ListenerNotFound.Code
+			}
 		}
 	}
 	return mt

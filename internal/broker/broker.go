@@ -1,6 +1,13 @@
-// Package broker wires one Gregor node together: config, log manager, metadata, partitions,
-// the api handler, the listeners and the background loops (retention, flush, checkpoints).
-// cmd/gregor starts it; tests start it in-process the same way.
+// Package broker wires one Gregor node together: config, log manager, the controller quorum
+// (when the node is a controller), the metadata image it follows, partitions and their
+// replication, the api handler, the listeners and the background loops (retention, flush,
+// checkpoints, heartbeats). cmd/gregor starts it; tests start it in-process the same way.
+//
+// Start-up order (Kafka's BrokerServer/ControllerServer): open the log dir (formatting it
+// with cluster.id on first start); start the controller, if any, on the CONTROLLER listener;
+// bind the broker listeners (so their ports are known); register with the active controller;
+// replay the metadata log; open and reconcile this broker's partitions; heartbeat until the
+// controller unfences the broker; then serve clients.
 package broker
 
 import (
@@ -14,10 +21,13 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/controller/client"
+	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
@@ -27,29 +37,55 @@ import (
 
 // Broker is a running node.
 type Broker struct {
-	cfg      *config.Broker
-	log      *slog.Logger
-	logs     *storage.Manager
-	meta     *metadata.Store
+	cfg       *config.Broker
+	log       *slog.Logger
+	fs        storage.FS
+	logs      *storage.Manager
+	clusterID string
+
+	// Controller side (nil unless process.roles includes controller).
+	quorum     *quorum.Node
+	ctrlMux    *server.Mux
+	ctrlServer *server.Server
+
+	// Broker side.
+	ctrl     *client.Client
+	meta     *metadata.Publisher
+	metaLog  client.LogSource
 	replicas *replica.Manager
+	fetchers *replica.Fetchers
 	handler  *api.Handler
 	servers  []*server.Server
 	addrs    []net.Addr
+	bound    map[string]net.Addr // broker listener name -> bound address
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-	err    error
+	incarnation   [16]byte
+	epoch         atomic.Int64 // broker epoch of the current registration
+	fenced        atomic.Bool
+	kickHeartbeat chan struct{}
+	caughtUp      bool // owned by the metadata goroutine (and Start before it runs)
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // serving goroutines
+	bgWG     sync.WaitGroup // heartbeat, metadata, replication loops
+	once     sync.Once
+	err      error
+	shutdown bool
 }
 
 // Options are start-up choices that are not broker configs.
 type Options struct {
 	FS     storage.FS // nil: the real file system
 	Logger *slog.Logger
+	// Ctx cancels a start-up still waiting for the controller quorum (a signal). nil:
+	// background.
+	Ctx context.Context
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
-// unclean stop), opens every topic's partitions and starts serving.
+// unclean stop), joins the cluster and starts serving. It returns once the broker is
+// unfenced and serving, or with the error that stopped it.
 func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	fs := opt.FS
 	if fs == nil {
@@ -59,6 +95,10 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	startCtx := opt.Ctx
+	if startCtx == nil {
+		startCtx = context.Background()
+	}
 	dir := cfg.LogDirs[0]
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("log.dirs %s: %w", dir, err)
@@ -67,79 +107,166 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if logs.ClusterID() == "" {
-		if err := logs.Format(newClusterID(), cfg.NodeID); err != nil {
-			return nil, err
-		}
-		log.Info("formatted log dir", "dir", dir, "cluster_id", logs.ClusterID(), "node_id", cfg.NodeID)
-	} else if logs.NodeID() != cfg.NodeID {
-		return nil, fmt.Errorf("node.id %d does not match %d in %s/meta.properties", cfg.NodeID, logs.NodeID(), dir)
-	}
-	meta, err := metadata.Open(dir)
+	clusterID, err := format(logs, cfg, log)
 	if err != nil {
+		logs.Close()
 		return nil, err
 	}
-	if bc := meta.Image().BrokerConfigs; len(bc) > 0 {
-		if err := api.ApplyDynamic(cfg, bc); err != nil {
-			return nil, fmt.Errorf("dynamic broker configs: %w", err)
-		}
+	b := &Broker{
+		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
+		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
+		meta: metadata.NewPublisher(),
 	}
-	b := &Broker{cfg: cfg, log: log, logs: logs, meta: meta}
-	b.replicas = replica.NewManager(fs, logs, log)
-	b.handler = &api.Handler{
-		Cfg: cfg, Meta: meta, Replicas: b.replicas, Logs: logs, Log: log, Now: time.Now,
-		NodeID: cfg.NodeID, ClusterID: logs.ClusterID(), Rack: cfg.BrokerRack,
-	}
-	if err := b.openPartitions(); err != nil {
-		b.replicas.Close()
-		return nil, err
-	}
-	b.handler.Groups = group.NewCoordinator(group.Options{Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics})
-	if err := b.handler.Groups.Start(); err != nil {
-		b.replicas.Close()
-		return nil, err
-	}
-	if err := b.listen(); err != nil {
+	b.fenced.Store(true)
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if err := b.start(startCtx); err != nil {
 		b.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
-	for _, s := range b.servers {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			if err := s.Serve(ctx); err != nil {
-				log.Error("listener stopped", "err", err)
-			}
-		}()
-	}
-	b.startLoops(ctx)
 	return b, nil
 }
 
-// openPartitions opens every partition of every topic, and deletes partition directories of
-// topics that no longer exist (deleted while their files could not be removed).
-func (b *Broker) openPartitions() error {
-	im := b.meta.Image()
-	for _, n := range im.TopicNames() {
-		if err := b.handler.OpenPartitions(im.Topic(n), 0); err != nil {
+func (b *Broker) start(startCtx context.Context) error {
+	cfg, log := b.cfg, b.log
+	voters, ctrlLn, err := b.bindController()
+	if err != nil {
+		return err
+	}
+	if ctrlLn != nil {
+		if err := b.startController(voters, ctrlLn); err != nil {
 			return err
 		}
 	}
-	for _, tp := range b.logs.Existing() {
-		if t := im.Topic(tp.Topic); t == nil || tp.Partition >= t.Partitions {
-			b.log.Warn("deleting stray partition directory", "topic", tp.Topic, "partition", tp.Partition)
-			if err := b.logs.Delete(tp.Topic, tp.Partition); err != nil {
-				return err
-			}
-		}
+	b.ctrl = client.New(client.Config{Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log})
+	b.replicas = replica.NewManager(b.fs, b.logs, log)
+	if !cfg.IsBroker() {
+		log.Info("controller-only node started", "node_id", cfg.NodeID)
+		return nil
 	}
+	if b.quorum != nil {
+		b.metaLog = client.LocalLog(b.quorum)
+	} else {
+		b.metaLog = b.ctrl.MetadataLog()
+	}
+	b.handler = &api.Handler{
+		Cfg: cfg, Meta: b.meta, Replicas: b.replicas, Logs: b.logs, Log: log, Now: time.Now,
+		NodeID: cfg.NodeID, ClusterID: b.clusterID, Rack: cfg.BrokerRack, Controller: b.ctrl,
+	}
+	if err := b.bindListeners(); err != nil {
+		return err
+	}
+	b.replicas.SetReplication(replica.ReplicationOptions{
+		LocalID:        cfg.NodeID,
+		LagTimeMaxMs:   func() int64 { return cfg.Current().ReplicaLagTimeMaxMs },
+		BrokerEpoch:    b.epoch.Load,
+		AlterPartition: b.alterPartition,
+		Eligible:       b.eligible,
+		TopicID:        b.topicID,
+	})
+	b.fetchers = replica.NewFetchers(replica.FetcherOptions{
+		LocalID:          cfg.NodeID,
+		Endpoint:         b.interBrokerEndpoint,
+		MaxBytes:         cfg.ReplicaFetchMaxBytes,
+		MinBytes:         cfg.ReplicaFetchMinBytes,
+		MaxWaitMs:        cfg.ReplicaFetchWaitMaxMs,
+		ResponseMaxBytes: cfg.ReplicaFetchResponseMaxBytes,
+		BackoffMs:        cfg.ReplicaFetchBackoffMs,
+		SocketTimeoutMs:  cfg.ReplicaSocketTimeoutMs,
+		Throttle:         b.followerThrottle,
+		Log:              log,
+	})
+	b.handler.Groups = group.NewCoordinator(group.Options{
+		Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, Manual: true,
+		EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics,
+	})
+	if err := b.handler.Groups.Start(); err != nil {
+		return err
+	}
+	b.meta.Subscribe(b.onImage)
+
+	// Join the cluster: register, replay the log, then heartbeat until unfenced.
+	ctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-startCtx.Done():
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	if err := b.register(ctx); err != nil {
+		return fmt.Errorf("registering with the controller quorum: %w", err)
+	}
+	if err := b.catchUp(ctx); err != nil {
+		return fmt.Errorf("replaying the metadata log: %w", err)
+	}
+	b.background(b.metadataLoop)
+	b.background(b.heartbeatLoop)
+	b.background(b.replicas.RunReplication)
+	if err := b.awaitUnfenced(ctx); err != nil {
+		return err
+	}
+	b.serve()
+	b.startLoops(b.ctx)
+	log.Info("broker started", "node_id", cfg.NodeID, "cluster_id", b.clusterID, "broker_epoch", b.epoch.Load())
 	return nil
 }
 
-// listen binds every broker listener (the CONTROLLER listener belongs to the quorum).
-func (b *Broker) listen() error {
+// format returns the log dir's cluster id, formatting an empty dir with cluster.id (or, for
+// a node that is its own single-voter quorum, a random id).
+func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string, error) {
+	dir := logs.Dir()
+	if id := logs.ClusterID(); id != "" {
+		if logs.NodeID() != cfg.NodeID {
+			return "", fmt.Errorf("node.id %d does not match %d in %s/meta.properties", cfg.NodeID, logs.NodeID(), dir)
+		}
+		if cfg.ClusterID != "" && cfg.ClusterID != id {
+			return "", fmt.Errorf("cluster.id %s does not match %s in %s/meta.properties: this log dir belongs to another cluster", cfg.ClusterID, id, dir)
+		}
+		return id, nil
+	}
+	id := cfg.ClusterID
+	if id == "" {
+		if len(cfg.Voters()) > 0 {
+			return "", fmt.Errorf("log dir %s is not formatted: set cluster.id (the same on every node of the cluster) to format it", dir)
+		}
+		id = newClusterID()
+	}
+	if err := logs.Format(id, cfg.NodeID); err != nil {
+		return "", err
+	}
+	log.Info("formatted log dir", "dir", dir, "cluster_id", id, "node_id", cfg.NodeID)
+	return id, nil
+}
+
+// background runs fn on its own goroutine until the broker closes.
+func (b *Broker) background(fn func(ctx context.Context)) {
+	b.bgWG.Add(1)
+	go func() {
+		defer b.bgWG.Done()
+		fn(b.ctx)
+	}()
+}
+
+// awaitUnfenced waits until this broker's image shows it registered and unfenced: the same
+// entry carries the partition leaderships it was given, so it serves them from the start.
+func (b *Broker) awaitUnfenced(ctx context.Context) error {
+	for {
+		if br := b.meta.Image().Broker(b.cfg.NodeID); br != nil && !br.Fenced && br.Epoch == b.epoch.Load() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting to be unfenced by the controller: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// bindListeners binds every broker listener (the CONTROLLER listener belongs to the quorum)
+// without serving yet: registration needs their ports.
+func (b *Broker) bindListeners() error {
+	b.bound = map[string]net.Addr{}
 	for _, l := range b.cfg.Listeners {
 		if slices.Contains(b.cfg.ControllerListenerNames, l.Name) {
 			continue
@@ -151,9 +278,7 @@ func (b *Broker) listen() error {
 		}
 		b.servers = append(b.servers, s)
 		b.addrs = append(b.addrs, addr)
-		if len(b.servers) == 1 {
-			b.handler.AdvertisedHost, b.handler.AdvertisedPort = b.advertised(l, addr)
-		}
+		b.bound[l.Name] = addr
 		b.log.Info("listening", "listener", l.Name, "addr", addr.String())
 	}
 	if len(b.servers) == 0 {
@@ -162,17 +287,26 @@ func (b *Broker) listen() error {
 	return nil
 }
 
-// advertised picks the address clients are told: the advertised listener of the same name,
-// else the bound address (a wildcard host becomes the machine's hostname).
-func (b *Broker) advertised(l config.Listener, bound net.Addr) (string, int32) {
-	port := int32(bound.(*net.TCPAddr).Port)
-	for _, a := range b.cfg.AdvertisedListeners {
-		if a.Name == l.Name {
-			if a.Port != 0 {
-				port = int32(a.Port)
+func (b *Broker) serve() {
+	for _, s := range b.servers {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			if err := s.Serve(b.ctx); err != nil {
+				b.log.Error("listener stopped", "err", err)
 			}
-			if a.Host != "" {
-				return a.Host, port
+		}()
+	}
+}
+
+// advertisedEndpoint is the address clients are told for a listener: the advertised host and
+// port, a port of 0 meaning the bound one, and a wildcard host the machine's hostname.
+func (b *Broker) advertisedEndpoint(l config.Listener) (string, int32) {
+	port := int32(l.Port)
+	if bound, ok := b.bound[l.Name].(*net.TCPAddr); ok {
+		for _, cl := range b.cfg.Listeners {
+			if cl.Name == l.Name && cl.Port == l.Port && l.Port == 0 {
+				port = int32(bound.Port)
 			}
 		}
 	}
@@ -191,11 +325,22 @@ func (b *Broker) Addr() net.Addr { return b.addrs[0] }
 // Handler exposes the request handler (for tests and tools in-process).
 func (b *Broker) Handler() *api.Handler { return b.handler }
 
-// Close shuts down cleanly: stop accepting, answer in-flight requests, stop the loops, then
-// snapshot producer state, flush and checkpoint every log and write the clean-shutdown marker.
+// Quorum is this node's controller (nil when it is not one).
+func (b *Broker) Quorum() *quorum.Node { return b.quorum }
+
+// Metadata is the image this broker follows.
+func (b *Broker) Metadata() *metadata.Publisher { return b.meta }
+
+// Close shuts down cleanly: a controlled shutdown first (the controller moves this broker's
+// leaderships to other ISR members so producers fail over at once), then stop accepting,
+// answer in-flight requests, stop the loops and the controller, then snapshot producer
+// state, flush and checkpoint every log and write the clean-shutdown marker.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
-		if b.handler.Groups != nil {
+		if len(b.servers) > 0 && b.epoch.Load() > 0 && !b.fenced.Load() {
+			b.controlledShutdown(time.Duration(max(b.cfg.BrokerSessionTimeoutMs, 1000)) * time.Millisecond)
+		}
+		if b.handler != nil && b.handler.Groups != nil {
 			b.handler.Groups.Close() // answers parked JoinGroup/SyncGroup, which the listeners wait for
 		}
 		// Cancelling first answers parked fetches at once instead of after their max wait.
@@ -205,8 +350,30 @@ func (b *Broker) Close() error {
 		for _, s := range b.servers {
 			s.Close()
 		}
+		if b.fetchers != nil {
+			b.fetchers.Close()
+		}
+		b.bgWG.Wait() // the broker's own requests to the controller end here
+		if b.ctrl != nil {
+			b.ctrl.Close()
+		}
+		if b.ctrlServer != nil {
+			b.ctrlServer.Close()
+		}
 		b.wg.Wait()
-		b.err = b.replicas.Close()
+		if b.quorum != nil {
+			if err := b.quorum.Close(); err != nil {
+				b.log.Error("closing the controller failed", "err", err)
+			}
+		}
+		if b.ctrlMux != nil {
+			b.ctrlMux.Close()
+		}
+		if b.replicas != nil {
+			b.err = b.replicas.Close()
+		} else {
+			b.err = b.logs.Close()
+		}
 		if b.err == nil {
 			b.log.Info("shut down cleanly")
 		}

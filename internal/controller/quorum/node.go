@@ -273,6 +273,14 @@ func Start(cfg Config) (*Node, error) {
 		applied: snapIndex, snapIndex: snapIndex,
 	}
 	n.tr = newTransport(id, cfg.ClusterID, ln, addrs, cfg.MaxMessageBytes, log, n.deliver, n.event)
+	if len(voters) == 1 {
+		// A quorum of one need not wait out an election timeout (0.5-1 s) to lead: the
+		// embedded single-node broker is ready as soon as its log is open.
+		if err := rn.Campaign(); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
 	n.publishStatus()
 	n.tr.start()
 	go n.run()

@@ -109,6 +109,7 @@ func (c *Controller) Heartbeat(now int64, req HeartbeatRequest) ([]Record, Heart
 	case req.WantShutDown:
 		if b.Fenced {
 			resp.ShouldShutDown = true // leads nothing already
+			c.sessions[req.NodeID] = now - c.cfg.SessionTimeoutMs - 1
 			return nil, resp
 		}
 		if !b.InControlledShutdown {
@@ -137,6 +138,17 @@ func (c *Controller) Heartbeat(now int64, req HeartbeatRequest) ([]Record, Heart
 	recs = append(recs, changes...)
 	if req.WantShutDown {
 		resp.ShouldShutDown = !c.leadsAnyAfter(b.ID, changes)
+		if resp.ShouldShutDown {
+			// Done: the broker is fenced (as a stopped broker is) and its session ends, so
+			// its next process registers without waiting out the session timeout.
+			c.sessions[b.ID] = now - c.cfg.SessionTimeoutMs - 1
+			if len(recs) > 0 && recs[0] == change {
+				change.Fenced = SetTrue
+			} else {
+				recs = append([]Record{&BrokerRegistrationChangeRecord{NodeID: b.ID, BrokerEpoch: b.Epoch, Fenced: SetTrue}}, recs...)
+			}
+			resp.IsFenced = true
+		}
 	}
 	return recs, resp
 }

@@ -236,8 +236,8 @@ func TestControlledShutdown(t *testing.T) {
 	wantErr(t, hb.Err, nil)
 	h.apply(recs)
 	b := h.c.Image().Broker(1)
-	if !b.InControlledShutdown || b.Fenced {
-		t.Fatalf("broker 1 %+v", b)
+	if !b.InControlledShutdown || !b.Fenced {
+		t.Fatalf("broker 1 %+v: want in controlled shutdown and, leading nothing, fenced", b)
 	}
 	for i, p := range h.c.Image().Topic("t").Partitions {
 		if p.Leader == 1 || contains(p.ISR, 1) {
@@ -266,6 +266,29 @@ func TestControlledShutdown(t *testing.T) {
 	wantErr(t, res[0].Err, kerr.InvalidReplicationFactor)
 	if recs != nil {
 		t.Fatal("records for a failed create")
+	}
+	// Its next process registers at once: the stopped one's session ended with the shutdown.
+	recs, reg := h.c.RegisterBroker(h.now+1, RegisterBrokerRequest{NodeID: 1, IncarnationID: UUID{9}, ClusterID: testCluster})
+	wantErr(t, reg.Err, nil)
+	h.apply(recs)
+}
+
+func TestActivateSessionsExpiresLocalBrokersEarlierProcess(t *testing.T) {
+	h := newHarness(t)
+	h.brokers(2)
+	old := h.c.Image().Broker(1).IncarnationID
+	// The controller process restarts with its co-located broker 1 (a new incarnation).
+	c := New(Config{ClusterID: testCluster, HasLocalBroker: true, LocalBroker: 1, LocalIncarnation: UUID{7}})
+	if err := c.Restore(h.c.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	c.ActivateSessions(h.now)
+	if _, resp := c.RegisterBroker(h.now, RegisterBrokerRequest{NodeID: 1, IncarnationID: UUID{7}, ClusterID: testCluster}); resp.Err != nil {
+		t.Fatalf("restarted local broker (old incarnation %s): %v", old, resp.Err)
+	}
+	// Another broker's live registration is still protected.
+	if _, resp := c.RegisterBroker(h.now, RegisterBrokerRequest{NodeID: 2, IncarnationID: UUID{8}, ClusterID: testCluster}); !isKafka(resp.Err, kerr.DuplicateBrokerRegistration) {
+		t.Fatalf("broker 2 impostor: %v", resp.Err)
 	}
 }
 

@@ -55,6 +55,14 @@ type Config struct {
 	ValidateBrokerConfig func(key, value string) error
 	// NewUUID makes topic ids (default RandomUUID). Tests pass a deterministic source.
 	NewUUID func() UUID
+	// LocalBroker is the broker in this controller's own process (a combined node), with
+	// its incarnation; HasLocalBroker says whether there is one. A registration of that
+	// broker id with another incarnation belongs to an earlier process of this node, dead
+	// since this one started, so ActivateSessions gives it no session: the restarted broker
+	// re-registers at once instead of waiting out the dead one's session.
+	HasLocalBroker   bool
+	LocalBroker      int32
+	LocalIncarnation UUID
 }
 
 func (cfg *Config) setDefaults() {
@@ -132,8 +140,11 @@ func (c *Controller) Restore(b []byte) error {
 // controller has seen.
 func (c *Controller) ActivateSessions(now int64) {
 	clear(c.sessions)
-	for id := range c.im.brokers {
+	for id, b := range c.im.brokers {
 		c.sessions[id] = now
+		if c.cfg.HasLocalBroker && id == c.cfg.LocalBroker && b.IncarnationID != c.cfg.LocalIncarnation {
+			c.sessions[id] = now - c.cfg.SessionTimeoutMs - 1 // expired: see Config.LocalBroker
+		}
 	}
 }
 

@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/controller/quorum"
+	"github.com/gregor-project/gregor/internal/controller/rpc"
+	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/server"
+	"github.com/gregor-project/gregor/internal/storage"
+)
+
+// The controller side of a node (process.roles includes controller): the raft quorum and
+// the controller APIs share the CONTROLLER listener, split by the first bytes of each
+// connection (raft peers start with the quorum's hello). Its raft storage lives in
+// <log.dir>/__cluster_metadata-0, as Kafka's does.
+//
+// With no controller.quorum.voters (the embedded single-node default) the node is a quorum
+// of one on a loopback port of its own choosing: only this process dials it.
+
+// bindController returns the quorum's voters and, for a controller, its bound listener.
+func (b *Broker) bindController() ([]config.Voter, net.Listener, error) {
+	voters := b.cfg.Voters()
+	if !b.cfg.IsController() {
+		return voters, nil, nil
+	}
+	addr := "127.0.0.1:0"
+	if len(voters) > 0 {
+		l, _ := b.cfg.ControllerListener()
+		addr = l.Addr()
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("controller listener %s: %w", addr, err)
+	}
+	if len(voters) == 0 {
+		port := ln.Addr().(*net.TCPAddr).Port
+		voters = []config.Voter{{ID: b.cfg.NodeID, Host: "127.0.0.1", Port: port}}
+	}
+	return voters, ln, nil
+}
+
+// startController starts the quorum node and the controller API server on ln.
+func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
+	cfg := b.cfg
+	b.ctrlMux = server.NewMux(ln, quorum.HelloMagic, b.log)
+	node, err := quorum.Start(quorum.Config{
+		NodeID:    cfg.NodeID,
+		Voters:    voters,
+		ClusterID: b.clusterID,
+		Dir:       filepath.Join(cfg.LogDirs[0], storage.MetadataLogTopic+"-0"),
+		FS:        b.fs,
+		Listener:  b.ctrlMux.Matched(),
+		Logger:    b.log,
+		State: state.Config{
+			ClusterID:                b.clusterID,
+			SessionTimeoutMs:         int64(cfg.BrokerSessionTimeoutMs),
+			DefaultPartitions:        cfg.NumPartitions,
+			DefaultReplicationFactor: int16(cfg.DefaultReplicationFactor),
+			UncleanLeaderElection:    cfg.UncleanLeaderElectionEnable,
+			HasLocalBroker:           cfg.IsBroker(),
+			LocalBroker:              cfg.NodeID,
+			LocalIncarnation:         b.incarnation,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	b.quorum = node
+	names := cfg.ControllerListenerNames
+	name := "CONTROLLER"
+	if len(names) > 0 {
+		name = names[0]
+	}
+	h := rpc.New(rpc.Config{
+		Node:                node,
+		ListenerName:        name,
+		MaxRequestBytes:     cfg.SocketRequestMaxBytes,
+		DeleteTopicDisabled: !cfg.DeleteTopicEnable,
+		TopicConfigs:        topicConfigsOf(cfg),
+		Logger:              b.log,
+	})
+	srv := server.New(name, h, b.log)
+	srv.Use(b.ctrlMux.Other())
+	b.ctrlServer = srv
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if err := srv.Serve(b.ctx); err != nil {
+			b.log.Error("controller listener stopped", "err", err)
+		}
+	}()
+	b.log.Info("controller started", "voters", config.FormatVoters(voters), "addr", ln.Addr().String())
+	return nil
+}
+
+// topicConfigsOf describes a new topic's configs (CreateTopics v5+) as this node resolves them.
+func topicConfigsOf(cfg *config.Broker) func(map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	return func(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+		var out []kmsg.CreateTopicsResponseTopicConfig
+		for _, e := range cfg.DescribeTopic(overrides) {
+			c := kmsg.NewCreateTopicsResponseTopicConfig()
+			c.Name, c.ReadOnly, c.Source, c.IsSensitive = e.Name, e.ReadOnly, e.Source, e.Sensitive
+			v := e.Value
+			c.Value = &v
+			out = append(out, c)
+		}
+		return out
+	}
+}
+
+// alterPartition sends a leader's ISR changes to the active controller.
+func (b *Broker) alterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error) {
+	resp, err := b.ctrl.Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.AlterPartitionResponse), nil
+}
+
+// eligible reports whether a broker may join an ISR: registered and unfenced.
+func (b *Broker) eligible(id int32) bool {
+	br := b.meta.Image().Broker(id)
+	return br != nil && !br.Fenced
+}
+
+func (b *Broker) topicID(topic string) [16]byte {
+	if t := b.meta.Image().Topic(topic); t != nil {
+		return t.ID
+	}
+	return [16]byte{}
+}
+
+// interBrokerEndpoint is where a follower fetches from a leader: its inter.broker.listener.name.
+func (b *Broker) interBrokerEndpoint(id int32) (string, bool) {
+	host, port, ok := b.meta.Image().Endpoint(id, b.cfg.InterBrokerListenerName)
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), true
+}
+
+// followerThrottle is follower.replication.throttled.rate for this broker (0: none).
+func (b *Broker) followerThrottle() int64 {
+	im := b.meta.Image()
+	v, ok := im.NodeConfigs[b.cfg.NodeID]["follower.replication.throttled.rate"]
+	if !ok {
+		v, ok = im.BrokerConfigs["follower.replication.throttled.rate"]
+	}
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,245 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/gregor-project/gregor/internal/group"
+	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/storage"
+)
+
+// The metadata loop (Kafka's BrokerMetadataListener + publishers): it follows the committed
+// metadata log from the quorum (in-process on a controller node, over the network
+// otherwise), applies it to the publisher's image, and reacts to each new image on the same
+// goroutine, in log order:
+//   - partitions this broker is a replica of are opened; it leads those whose leader it is
+//     (MakeLeader) and follows the rest (MakeFollower + a fetcher to the leader);
+//   - partitions it no longer holds (topic deleted, replica moved away by a reassignment)
+//     stop and their logs are deleted;
+//   - topic config changes reconfigure partitions; broker config changes apply to this
+//     broker's live config;
+//   - leadership of __consumer_offsets partitions elects or resigns the group coordinator.
+//
+// Nothing is deleted before the loop has caught up with the log once (at start-up an old
+// image would otherwise make live partitions look deleted).
+
+// catchUp applies the log until a read returns nothing new, then reconciles every partition.
+func (b *Broker) catchUp(ctx context.Context) error {
+	for {
+		n, err := b.readMetadata(ctx, 0)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	b.caughtUp = true
+	b.reconcile(nil, b.meta.Image())
+	b.removeStrays(b.meta.Image())
+	return nil
+}
+
+// readMetadata applies one read of the log; it returns how many entries it applied.
+func (b *Broker) readMetadata(ctx context.Context, wait time.Duration) (int, error) {
+	from := b.meta.Image().Offset + 1
+	ents, err := b.metaLog.Read(ctx, from, wait)
+	if err != nil || len(ents) == 0 {
+		return 0, err
+	}
+	batch := make([]metadata.Entry, len(ents))
+	for i, e := range ents {
+		batch[i] = metadata.Entry{Offset: e.Offset, Records: e.Records, Snapshot: e.Snapshot}
+	}
+	return len(ents), b.meta.ApplyBatch(batch)
+}
+
+func (b *Broker) metadataLoop(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		n, err := b.readMetadata(ctx, 500*time.Millisecond)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.log.Warn("reading the metadata log failed", "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(backoff):
+				}
+			}
+			continue
+		}
+		if n > 0 {
+			select {
+			case b.kickHeartbeat <- struct{}{}: // report progress at once while fenced
+			default:
+			}
+		}
+	}
+}
+
+// onImage is the publisher's subscription: it runs after every publish.
+func (b *Broker) onImage(prev, next *metadata.Image) {
+	if !b.caughtUp {
+		return
+	}
+	b.reconcile(prev, next)
+}
+
+// reconcile brings the local partitions in line with next. prev nil: everything.
+func (b *Broker) reconcile(prev, next *metadata.Image) {
+	local := b.cfg.NodeID
+	if prev == nil || !b.sameConfigs(prev, next) {
+		if err := b.handler.ApplyImageConfigs(next); err != nil {
+			b.log.Error("applying dynamic broker configs failed", "err", err)
+		}
+	}
+	// Topics deleted, or replaced by a new topic of the same name.
+	if prev != nil {
+		for name, old := range prev.Topics {
+			if t := next.Topics[name]; t == nil || t.ID != old.ID {
+				b.dropTopic(old)
+			}
+		}
+	}
+	for name, t := range next.Topics {
+		var old *metadata.Topic
+		if prev != nil {
+			if old = prev.Topics[name]; old == t {
+				continue // unchanged (the publisher keeps untouched topics' pointers)
+			}
+			if old != nil && old.ID != t.ID {
+				old = nil
+			}
+		}
+		configsChanged := old == nil || !equalConfigs(old.Configs, t.Configs)
+		for i := range t.Parts {
+			np := &t.Parts[i]
+			var op *metadata.Partition
+			if old != nil && i < len(old.Parts) {
+				op = &old.Parts[i]
+			}
+			if op != nil && samePartition(op, np) && !configsChanged {
+				continue
+			}
+			b.reconcilePartition(t, int32(i), np, slices.Contains(np.Replicas, local), configsChanged)
+		}
+	}
+}
+
+// reconcilePartition applies one partition's registration to the local replica.
+func (b *Broker) reconcilePartition(t *metadata.Topic, idx int32, np *metadata.Partition, isReplica, configsChanged bool) {
+	local := b.cfg.NodeID
+	p := b.replicas.Get(t.Name, idx)
+	if !isReplica {
+		if p != nil {
+			b.removePartition(t.Name, idx, p)
+		}
+		return
+	}
+	if p == nil {
+		s, err := b.handler.TopicSettings(t.Configs)
+		if err == nil {
+			p, err = b.replicas.Open(t.Name, idx, s)
+		}
+		if err != nil {
+			b.log.Error("opening partition failed", "topic", t.Name, "partition", idx, "err", err)
+			return
+		}
+	} else if configsChanged {
+		if s, err := b.handler.TopicSettings(t.Configs); err == nil {
+			p.Reconfigure(s)
+		}
+	}
+	reg := replica.LeaderAndISR{
+		Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
+		Replicas: np.Replicas, ISR: np.ISR, Adding: np.Adding, Removing: np.Removing,
+	}
+	if np.Leader == local {
+		b.fetchers.Unfollow(p)
+		if err := p.MakeLeader(reg, time.Now().UnixMilli()); err != nil {
+			b.log.Error("becoming leader failed", "topic", t.Name, "partition", idx, "err", err)
+			return
+		}
+	} else {
+		if err := p.MakeFollower(reg); err != nil {
+			b.log.Error("becoming follower failed", "topic", t.Name, "partition", idx, "err", err)
+			return
+		}
+		if np.Leader >= 0 {
+			b.fetchers.Follow(p, np.Leader, np.LeaderEpoch)
+		} else {
+			b.fetchers.Unfollow(p)
+		}
+	}
+	if t.Name == group.TopicName {
+		if np.Leader == local {
+			b.handler.Groups.Elect(idx, np.LeaderEpoch)
+		} else {
+			b.handler.Groups.Resign(idx, np.LeaderEpoch)
+		}
+	}
+}
+
+func (b *Broker) removePartition(topic string, idx int32, p *replica.Partition) {
+	b.fetchers.Unfollow(p)
+	if topic == group.TopicName {
+		b.handler.Groups.Resign(idx, -1)
+	}
+	if err := b.replicas.Remove(topic, idx); err != nil {
+		b.log.Error("deleting partition failed", "topic", topic, "partition", idx, "err", err)
+		return
+	}
+	b.log.Info("removed partition replica", "topic", topic, "partition", idx)
+}
+
+func (b *Broker) dropTopic(t *metadata.Topic) {
+	for i := range t.Parts {
+		if p := b.replicas.Get(t.Name, int32(i)); p != nil {
+			b.removePartition(t.Name, int32(i), p)
+		}
+	}
+}
+
+// removeStrays deletes partition directories no topic of the image assigns to this broker
+// (deleted or moved away while it was down).
+func (b *Broker) removeStrays(im *metadata.Image) {
+	for _, tp := range b.logs.Existing() {
+		t := im.Topic(tp.Topic)
+		if t != nil {
+			if pp := t.Partition(tp.Partition); pp != nil && slices.Contains(pp.Replicas, b.cfg.NodeID) {
+				continue
+			}
+		}
+		b.log.Warn("deleting stray partition directory", "topic", tp.Topic, "partition", tp.Partition)
+		if p := b.replicas.Get(tp.Topic, tp.Partition); p != nil {
+			b.removePartition(tp.Topic, tp.Partition, p)
+		} else if err := b.logs.Delete(tp.Topic, tp.Partition); err != nil && !errors.Is(err, storage.ErrLogOffline) {
+			b.log.Error("deleting stray partition failed", "err", err)
+		}
+	}
+}
+
+func samePartition(a, b *metadata.Partition) bool {
+	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch
+}
+
+func equalConfigs(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *Broker) sameConfigs(prev, next *metadata.Image) bool {
+	id := b.cfg.NodeID
+	return equalConfigs(prev.BrokerConfigs, next.BrokerConfigs) && equalConfigs(prev.NodeConfigs[id], next.NodeConfigs[id])
+}
