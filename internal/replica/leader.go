@@ -206,7 +206,10 @@ func (m *Manager) RunReplication(ctx context.Context) {
 				queued = append(queued, proposal{p, c})
 			}
 		}
-		if !inflight && len(queued) > 0 && !time.Now().Before(backoffUntil) && o.AlterPartition != nil {
+		if o.AlterPartition == nil {
+			queued = nil // nowhere to send them: the ISR stays as metadata has it
+		}
+		if !inflight && len(queued) > 0 && !time.Now().Before(backoffUntil) {
 			inflight = true
 			items := queued
 			queued = nil
