@@ -314,7 +314,7 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = sh.part.Append(raw, []batch.Header{hdr}, now, sh.epoch, true)
+	_, err = sh.part.Append(raw, []batch.Header{hdr}, now, -1, true) // any epoch: Elect/Resign keep the shard in step with leadership
 	return appendError(err)
 }
 

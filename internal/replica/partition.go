@@ -117,7 +117,8 @@ func (p *Partition) AppendWait(raw []byte, hdrs []batch.Header, nowMs int64, lea
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v := p.role.Load()
-	if err := CheckCurrentLeaderEpoch(v.leaderEpoch, leaderEpoch); err != nil && v.kind != roleNone {
+	// A sole partition (no replication configured) has no leader epochs to fence by.
+	if err := CheckCurrentLeaderEpoch(v.leaderEpoch, leaderEpoch); err != nil && v.kind != roleNone && v.kind != roleSole {
 		return AppendResult{}, err
 	}
 	ls := p.mu.leader
