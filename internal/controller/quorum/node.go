@@ -86,8 +86,16 @@ type Config struct {
 	// MaxMessageBytes is the largest raft message accepted from a peer (default 256 MiB).
 	MaxMessageBytes int
 	State           state.Config
-	Now             func() time.Time // default time.Now
-	Logger          *slog.Logger     // default slog.Default()
+	// AutoLeaderRebalance (auto.leader.rebalance.enable) makes the active controller check
+	// the leader imbalance every ImbalanceCheckInterval (leader.imbalance.check.interval.seconds,
+	// default 300 s) and move leadership back to preferred replicas when a broker's share of
+	// partitions led by another broker exceeds ImbalancePct percent
+	// (leader.imbalance.per.broker.percentage); see rebalance.go.
+	AutoLeaderRebalance    bool
+	ImbalanceCheckInterval time.Duration
+	ImbalancePct           int
+	Now                    func() time.Time // default time.Now
+	Logger                 *slog.Logger     // default slog.Default()
 	// OnCommit is called on the run loop after each entry applies (and with Snapshot set when
 	// a snapshot from the leader replaced the image). It must not block; it must not modify
 	// the records.
@@ -144,6 +152,7 @@ type Node struct {
 	queue     []*proposal
 	inflight  *proposal
 	expireDue bool
+	rb        rebalancer
 }
 
 type proposal struct {
@@ -191,6 +200,9 @@ func (cfg *Config) setDefaults() {
 	}
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = 256 << 20
+	}
+	if cfg.ImbalanceCheckInterval <= 0 {
+		cfg.ImbalanceCheckInterval = 300 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -607,6 +619,9 @@ func (n *Node) propose() bool {
 			if n.submit(&proposal{ctx: context.Background()}, recs) {
 				return true
 			}
+		}
+		if recs := n.rebalanceLeaders(now); len(recs) > 0 && n.submit(&proposal{ctx: context.Background()}, recs) {
+			return true
 		}
 	}
 	for len(n.queue) > 0 {
