@@ -111,6 +111,8 @@ type Broker struct {
 	LeaderReplicationThrottledRate           int64 // leader.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
 	FollowerReplicationThrottledRate         int64 // follower.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
 
+	ReplicaSelectorClass string // replica.selector.class: "" (consumers read from leaders) or RackAwareReplicaSelector
+
 	// Groups and offsets.
 	OffsetsTopicNumPartitions       int32 // offsets.topic.num.partitions
 	OffsetsTopicReplicationFactor   int16 // offsets.topic.replication.factor (Kafka: 3; here 1)
@@ -209,6 +211,10 @@ var (
 	vtBool          = boolType()
 )
 
+// RackAwareReplicaSelector is the one replica.selector.class Gregor knows, by Kafka's class
+// name: a consumer that names its rack (client.rack) reads from an in-sync replica in it.
+const RackAwareReplicaSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 // brokerDefList is every broker key Gregor accepts. An unknown key is an
 // error (Kafka only logs a warning), so the list includes the keys of Kafka's
 // sample server.properties even where Gregor does not use them yet.
@@ -295,6 +301,7 @@ var brokerDefList = []*brokerDef{
 	{name: "replica.socket.timeout.ms", vt: intType(noMin, noMax), dflt: num(30000), field: func(b *Broker) any { return &b.ReplicaSocketTimeoutMs }, doc: "Socket timeout of follower fetches."},
 	{name: "replica.socket.receive.buffer.bytes", vt: intType(noMin, noMax), dflt: num(65536), field: func(b *Broker) any { return &b.ReplicaSocketReceiveBufferBytes }, doc: "SO_RCVBUF of follower connections."},
 	{name: "replica.high.watermark.checkpoint.interval.ms", vt: vtAnyLong, dflt: num(5000), field: func(b *Broker) any { return &b.ReplicaHighWatermarkCheckpointIntervalMs }, doc: "Milliseconds between writes of the high watermark checkpoint."},
+	{name: "replica.selector.class", vt: stringType("", RackAwareReplicaSelector), field: func(b *Broker) any { return &b.ReplicaSelectorClass }, doc: "The replica a leader directs consumers to (KIP-392). Empty: consumers read from the leader. " + RackAwareReplicaSelector + ": a consumer that names its rack (client.rack) is directed to an in-sync replica in that rack when the leader is not in it."},
 	{name: "num.replica.fetchers", vt: vtPositiveInt, dflt: num(1), field: func(b *Broker) any { return &b.NumReplicaFetchers }, doc: "Fetcher threads per source broker."},
 	{name: "auto.leader.rebalance.enable", vt: vtBool, dflt: str("true"), field: func(b *Broker) any { return &b.AutoLeaderRebalanceEnable }, doc: "Move leadership back to preferred replicas in the background."},
 	{name: "leader.imbalance.check.interval.seconds", vt: vtPositiveLong, dflt: num(300), field: func(b *Broker) any { return &b.LeaderImbalanceCheckIntervalSeconds }, doc: "Seconds between leader imbalance checks."},

@@ -91,6 +91,7 @@ var kafkaDefaults = map[string]string{
 	"replica.socket.receive.buffer.bytes":              "65536",
 	"replica.high.watermark.checkpoint.interval.ms":    "5000",
 	"num.replica.fetchers":                             "1",
+	"replica.selector.class":                           "",
 	"auto.leader.rebalance.enable":                     "true",
 	"leader.imbalance.check.interval.seconds":          "300",
 	"leader.imbalance.per.broker.percentage":           "10",
@@ -218,6 +219,7 @@ func TestParseValues(t *testing.T) {
 		"auto.create.topics.enable":       "FALSE",
 		"log.cleanup.policy":              "compact , delete",
 		"broker.rack":                     "r1",
+		"replica.selector.class":          RackAwareReplicaSelector,
 		"compression.type":                "zstd",
 		"log.cleaner.min.cleanable.ratio": "1",
 		"controller.quorum.voters":        "1@localhost:9093, 2@[::1]:9094",
@@ -225,8 +227,8 @@ func TestParseValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.NodeID != 7 || b.AutoCreateTopicsEnable || b.BrokerRack != "r1" || b.CompressionType != "zstd" {
-		t.Errorf("fields: %d %v %q %q", b.NodeID, b.AutoCreateTopicsEnable, b.BrokerRack, b.CompressionType)
+	if b.NodeID != 7 || b.AutoCreateTopicsEnable || b.BrokerRack != "r1" || b.CompressionType != "zstd" || b.ReplicaSelectorClass != RackAwareReplicaSelector {
+		t.Errorf("fields: %d %v %q %q %q", b.NodeID, b.AutoCreateTopicsEnable, b.BrokerRack, b.CompressionType, b.ReplicaSelectorClass)
 	}
 	if !reflect.DeepEqual(b.LogDirs, []string{"/a", "/b"}) {
 		t.Errorf("LogDirs = %q, want log.dirs to win", b.LogDirs)
@@ -291,6 +293,7 @@ func TestParseErrors(t *testing.T) {
 		{"auto.create.topics.enable", "yes", "", "not a boolean"},
 		{"compression.type", "brotli", "", "not one of"},
 		{"log.message.timestamp.type", "createtime", "", "not one of"},
+		{"replica.selector.class", "org.example.MySelector", "", "not one of"},
 		{"log.cleanup.policy", "compact,remove", "", "not one of"},
 		{"log.cleanup.policy", "delete,delete", "", "twice"},
 		{"process.roles", "", "", "must not be empty"},
