@@ -251,21 +251,6 @@ func (h *Handler) createTopicContext(ctx context.Context, s topicSpec, validateO
 	return nil, fmt.Errorf("%w: %s", errUnknownPartition, s.name)
 }
 
-// OpenPartitions opens the topic's partitions from index `from` on (the single-node start-up
-// path; in a cluster the replica manager opens the partitions the image assigns here).
-func (h *Handler) OpenPartitions(t *metadata.Topic, from int32) error {
-	s, err := h.settings(t.Configs)
-	if err != nil {
-		return err
-	}
-	for p := from; p < t.Partitions; p++ {
-		if _, err := h.Replicas.Open(t.Name, p, s); err != nil {
-			return fmt.Errorf("open %s-%d: %w", t.Name, p, err)
-		}
-	}
-	return nil
-}
-
 // ReconfigureTopic applies a topic's overrides, as resolved against this broker's current
 // defaults, to its partitions open on this broker. The broker calls it when an image
 // changes a topic's configs (compare Topic.Configs of the previous and the new image).
@@ -282,10 +267,7 @@ func (h *Handler) ReconfigureTopic(t *metadata.Topic) error {
 	return nil
 }
 
-// ReconfigureAll re-resolves every topic of the current image after a broker default
-// changed.
-func (h *Handler) ReconfigureAll() error { return h.reconfigureAll(h.Meta.Image()) }
-
+// reconfigureAll re-resolves every topic of im after a broker default changed.
 func (h *Handler) reconfigureAll(im *metadata.Image) error {
 	var errs []error
 	for _, n := range im.TopicNames() {
