@@ -157,7 +157,8 @@ func rawFetchOffset(c *groupConn, v int16, group, topic string) int64 {
 func TestFindCoordinator(t *testing.T) {
 	b := testutil.StartBroker(t, append(groupBroker, "offsets.topic.num.partitions=7")...)
 	c := dialGroupConn(t, b.Addr())
-	host, port := b.Handler().AdvertisedHost, b.Handler().AdvertisedPort
+	addr := b.Broker.Addr().(*net.TCPAddr)
+	host, port := addr.IP.String(), int32(addr.Port)
 	for v := int16(0); v <= 6; v++ {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey, req.CoordinatorKeys = "g", []string{"g", "h"}

@@ -33,10 +33,7 @@ type Handler struct {
 
 	NodeID    int32
 	ClusterID string
-	// Advertised is the address clients are told to connect to (advertised.listeners).
-	AdvertisedHost string
-	AdvertisedPort int32
-	Rack           string
+	Rack      string
 }
 
 // ControllerChannel is the broker's channel to the active controller

@@ -252,8 +252,11 @@ func (b *Broker) background(fn func(ctx context.Context)) {
 // entry carries the partition leaderships it was given, so it serves them from the start.
 func (b *Broker) awaitUnfenced(ctx context.Context) error {
 	for {
-		if br := b.meta.Image().Broker(b.cfg.NodeID); br != nil && !br.Fenced && br.Epoch == b.epoch.Load() {
-			return nil
+		im := b.meta.Image()
+		if br := im.Broker(b.cfg.NodeID); br != nil && !br.Fenced && br.Epoch == b.epoch.Load() {
+			// The image is visible before its subscribers run: wait for the reconcile that
+			// makes this broker lead its partitions.
+			return b.meta.WaitForOffset(ctx, im.Offset)
 		}
 		select {
 		case <-ctx.Done():
