@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gregor-project/gregor/internal/broker"
 	"github.com/gregor-project/gregor/internal/config"
@@ -52,18 +54,37 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 		if tb.closedByTest {
 			return
 		}
-		if err := b.Close(); err != nil {
+		if err := closeWithin(t, b); err != nil {
 			t.Errorf("broker close: %v", err)
 		}
 	})
 	return tb
 }
 
+// closeHangAfter is how long a broker's Close may take before the test fails with every
+// goroutine's stack (a hung shutdown would otherwise wait for the package's test timeout
+// and say nothing about where it hung).
+const closeHangAfter = 60 * time.Second
+
+func closeWithin(t testing.TB, b *broker.Broker) error {
+	done := make(chan error, 1)
+	go func() { done <- b.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(closeHangAfter):
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Errorf("broker Close still running after %s; goroutines:\n%s", closeHangAfter, buf)
+		return <-done
+	}
+}
+
 // Close closes the broker and returns its error to the test, which then owns it: a test that
 // broke the storage on purpose may expect an error here, and cleanup does not report it again.
 func (b *Broker) Close() error {
 	b.closedByTest = true
-	return b.Broker.Close()
+	return closeWithin(b.t, b.Broker)
 }
 
 // Restart closes the broker cleanly and starts a new one on the same data dir.
