@@ -338,6 +338,8 @@ type Report struct {
 	// Leader and ISR are the settled partition's.
 	Leader int32
 	ISR    []int32
+	// Offsets maps every value in the log to the offsets holding it.
+	Offsets map[string][]int64
 }
 
 // Problems lists every violation in the report, one line each.
@@ -441,6 +443,7 @@ func Check(t testing.TB, c *testutil.Cluster, topic string, results ...Result) R
 		next = rec.offset + 1
 		at[rec.value] = append(at[rec.value], rec.offset)
 	}
+	rep.Offsets = at
 	if next != hw {
 		rep.Gaps = append(rep.Gaps, fmt.Sprintf("the log read through leader %d ends at %d, not at the high watermark %d", st.Leader, next, hw))
 	}
