@@ -57,11 +57,19 @@ func TestControlPlane(t *testing.T) {
 				return err == nil && l != old
 			})
 			cls := nodeClients(t, c)
+			named := waitFor(t, 15*time.Second, "every survivor's Metadata to name the new controller", func() bool {
+				for _, cl := range cls {
+					if v, err := viewOf(ctx, cl); err != nil || v.MetaController != leader || v.DescribeController != leader {
+						return false
+					}
+				}
+				return true
+			}) + elected
 			v := waitSameView(ctx, t, cls, 15*time.Second, func(v clusterView) error {
 				return wantBrokersController(v, survivors, leader)
 			})
-			t.Logf("controller %d killed: controller %d active after %v, every survivor's Metadata names it after %v",
-				old, leader, elected, time.Since(killed))
+			t.Logf("controller %d killed: controller %d active after %v, named by every survivor's Metadata and DescribeCluster after %v, broker %d fenced after %v",
+				old, leader, elected, named, old, time.Since(killed))
 			if elected > 3*time.Second {
 				t.Errorf("a new controller took %v to be elected; want about a second", elected)
 			}
