@@ -30,6 +30,15 @@ func handleBrokerHeartbeat(h *Handler, ctx context.Context, r kmsg.Request) kmsg
 		resp.IsFenced = true // what a broker must assume without an answer
 		return resp
 	}
+	logUnclean(h, req.BrokerID, res.UncleanElected)
 	resp.IsCaughtUp, resp.IsFenced, resp.ShouldShutdown = res.IsCaughtUp, res.IsFenced, res.ShouldShutDown
 	return resp
+}
+
+// logUnclean warns of the unclean leader elections a broker's heartbeat or registration
+// caused, once their records are committed (as the session expiry's elections are).
+func logUnclean(h *Handler, broker int32, tps []state.TopicPartition) {
+	for _, tp := range tps {
+		h.log.Warn("unclean leader election: records only on the old ISR are lost", "topic", tp.Topic, "partition", tp.Partition, "broker", broker)
+	}
 }

@@ -30,6 +30,7 @@ func handleBrokerRegistration(h *Handler, ctx context.Context, r kmsg.Request) k
 	}
 	resp.ErrorCode = code(err)
 	if err == nil {
+		logUnclean(h, req.BrokerID, res.UncleanElected)
 		resp.BrokerEpoch = res.BrokerEpoch
 	} else {
 		resp.BrokerEpoch = -1

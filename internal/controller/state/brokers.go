@@ -21,6 +21,9 @@ type RegisterBrokerRequest struct {
 type RegisterBrokerResponse struct {
 	Err         error
 	BrokerEpoch int64
+	// UncleanElected are the partitions whose new leader (taking over from the broker's old
+	// registration) was elected from outside the ISR.
+	UncleanElected []TopicPartition
 }
 
 // RegisterBroker registers a broker, fenced until it has caught up with the metadata log.
@@ -59,14 +62,16 @@ func (c *Controller) RegisterBroker(now int64, req RegisterBrokerRequest) ([]Rec
 		Endpoints: slices.Clone(req.Endpoints), Rack: req.Rack, ClusterID: req.ClusterID,
 		Fenced: true, RegisteredOffset: -1,
 	}}
+	var unclean []TopicPartition
 	if old.Active() {
 		live := c.liveness()
 		live.set(req.NodeID, false)
-		changes, _ := c.reconcileBrokers(live, []int32{req.NodeID})
+		var changes []Record
+		changes, unclean = c.reconcileBrokers(live, []int32{req.NodeID})
 		recs = append(recs, changes...)
 	}
 	c.sessions[req.NodeID] = now
-	return recs, RegisterBrokerResponse{BrokerEpoch: epoch}
+	return recs, RegisterBrokerResponse{BrokerEpoch: epoch, UncleanElected: unclean}
 }
 
 // HeartbeatRequest is a broker's periodic heartbeat (Kafka's BrokerHeartbeat).
@@ -85,6 +90,9 @@ type HeartbeatResponse struct {
 	IsCaughtUp     bool // the broker has applied the log up to its registration
 	IsFenced       bool
 	ShouldShutDown bool // controlled shutdown is done: the broker leads nothing and may stop
+	// UncleanElected are the partitions whose new leader was elected from outside the ISR
+	// (a broker unfencing as the only live replica of a leaderless partition).
+	UncleanElected []TopicPartition
 }
 
 // Heartbeat renews a broker's session and moves it between fenced, active and shutting
@@ -134,8 +142,9 @@ func (c *Controller) Heartbeat(now int64, req HeartbeatRequest) ([]Record, Heart
 	if change.Fenced != NoChange || change.InControlledShutdown != NoChange {
 		recs = append(recs, change)
 	}
-	changes, _ := c.reconcileBrokers(live, []int32{b.ID})
+	changes, unclean := c.reconcileBrokers(live, []int32{b.ID})
 	recs = append(recs, changes...)
+	resp.UncleanElected = unclean
 	if req.WantShutDown {
 		resp.ShouldShutDown = !c.leadsAnyAfter(b.ID, changes)
 		if resp.ShouldShutDown {

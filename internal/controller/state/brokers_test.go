@@ -195,6 +195,38 @@ func TestSessionExpiryFencesAndElects(t *testing.T) {
 	}
 }
 
+// A fenced replica that unfences as the only live replica of a leaderless partition becomes
+// its leader uncleanly (where the topic allows it), and its heartbeat says so, so the
+// controller can log the election as it logs those of a session expiry.
+func TestHeartbeatUnfenceReportsUncleanElection(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.UncleanLeaderElection = true })
+	h.brokers(2)
+	h.c.ActivateSessions(h.now)
+	h.manual("t", ids(1, 2))
+	// Broker 2 is fenced (cut off), leaving ISR [1]; then broker 1's session expires.
+	recs, _ := h.c.Heartbeat(h.now, HeartbeatRequest{NodeID: 2, BrokerEpoch: h.epoch(2), CurrentMetadataOffset: h.offset, WantFence: true})
+	h.apply(recs)
+	if p := h.part("t", 0); p.Leader != 1 || !slices.Equal(p.ISR, ids(1)) {
+		t.Fatalf("partition 0 = %v, want leader 1, ISR [1] once 2 is fenced", p)
+	}
+	h.now += 10000
+	recs, fenced, unclean := h.c.ExpireSessions(h.now)
+	h.apply(recs)
+	if !slices.Equal(fenced, ids(1)) || len(unclean) != 0 {
+		t.Fatalf("expiry fenced %v, unclean %v; want [1] and no unclean election (2 is fenced)", fenced, unclean)
+	}
+	if p := h.part("t", 0); p.Leader != NoLeader {
+		t.Fatalf("partition 0 = %v, want no leader", p)
+	}
+	hb := h.heartbeat(2, h.epoch(2))
+	if p := h.part("t", 0); p.Leader != 2 || !slices.Equal(p.ISR, ids(2)) {
+		t.Fatalf("partition 0 = %v, want leader 2, ISR [2]", p)
+	}
+	if !slices.Equal(hb.UncleanElected, []TopicPartition{{"t", 0}}) {
+		t.Fatalf("heartbeat reports unclean elections %v, want [t-0]", hb.UncleanElected)
+	}
+}
+
 func TestExpireSessionsStartsUnknownSessions(t *testing.T) {
 	h := newHarness(t)
 	h.brokers(2)
