@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -34,8 +35,7 @@ func TestMinInsyncReplicasRefusesAcksAll(t *testing.T) {
 	defer cancel()
 	const topic = "min-isr"
 	createTopicOn(ctx, t, c, topic, []int32{1, 2, 3}, map[string]string{"min.insync.replicas": "2"})
-	WaitPartition(t, c, topic, 0, 30*time.Second, func(s PartitionState) bool { return s.Leader == 1 && s.FullISR() },
-		"node 1 leading with a full ISR")
+	leadWithFullISR(t, c, topic, 1)
 	leader := c.Node(1)
 	followers := []*testutil.Node{c.Node(2), c.Node(3)}
 
@@ -151,6 +151,29 @@ func createTopicOn(ctx context.Context, t *testing.T, c *testutil.Cluster, topic
 	if err != nil {
 		t.Fatalf("create topic %s on %v: %v", topic, replicas, err)
 	}
+}
+
+// leadWithFullISR waits until partition 0 of topic has a full ISR and then,
+// if node id (its preferred replica) does not lead it, runs a preferred
+// leader election: a replica that registered late may have missed the
+// leadership at creation.
+func leadWithFullISR(t *testing.T, c *testutil.Cluster, topic string, id int32) PartitionState {
+	t.Helper()
+	st := WaitPartition(t, c, topic, 0, 30*time.Second, PartitionState.FullISR, "a full ISR")
+	if st.Leader == id {
+		return st
+	}
+	t.Logf("%s[0] is led by %d, not its preferred replica %d: electing it", topic, st.Leader, id)
+	c.WaitFor(t, 30*time.Second, func() bool {
+		res, err := kadm.NewClient(c.Client(t)).ElectLeaders(t.Context(), kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}}})
+		if err != nil {
+			return false
+		}
+		r, ok := res[topic][0]
+		return ok && (r.Err == nil || errors.Is(r.Err, kerr.ElectionNotNeeded))
+	}, "a preferred leader election")
+	return WaitPartition(t, c, topic, 0, 30*time.Second, func(s PartitionState) bool { return s.Leader == id && s.FullISR() },
+		fmt.Sprintf("node %d leading with a full ISR", id))
 }
 
 // endOffset is partition 0's end offset (its high watermark) as cl's
