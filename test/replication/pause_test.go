@@ -23,6 +23,11 @@ import (
 // follows the new leader), it steps down, answers produces with
 // NOT_LEADER_OR_FOLLOWER, and rejoins the ISR as a follower; nothing
 // acknowledged is lost and the three logs end byte-identical.
+//
+// Controlled: the Produce is in the paused node's socket before the others
+// elect a new leader. Best-effort: whether the resumed node reads it before
+// or after its metadata names the new leader is up to its scheduling (the
+// answer is logged); in both cases it must not be acknowledged.
 func TestPausedLeaderIsFenced(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
 	const topic = "pause-leader"
