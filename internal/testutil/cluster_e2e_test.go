@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // partitionState reads a topic's partitions from a broker's metadata.
@@ -22,6 +23,19 @@ func partitionState(ctx context.Context, adm *kadm.Client, topic string) (kadm.P
 		return nil, fmt.Errorf("topic %s: %v", topic, td.Err)
 	}
 	return td.Partitions, nil
+}
+
+// brokerCount is how many brokers an uncached Metadata request lists (-1
+// on error). kadm's BrokerMetadata answers from the client's broker list,
+// which a client without topics refreshes only every metadata.max.age (5
+// minutes): a first answer from a broker that had not seen every
+// registration yet would be repeated until the wait times out.
+func brokerCount(ctx context.Context, cl *kgo.Client) int {
+	m, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return -1
+	}
+	return len(m.Brokers)
 }
 
 // fullyReplicated reports whether every partition of topic has a leader and
@@ -80,10 +94,10 @@ func TestClusterThreeNodesReplicate(t *testing.T) {
 	c := StartCluster(t, ClusterOptions{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(c.Client(t))
+	cl := c.Client(t)
+	adm := kadm.NewClient(cl)
 	c.WaitFor(t, 30*time.Second, func() bool {
-		m, err := adm.BrokerMetadata(ctx)
-		return err == nil && len(m.Brokers) == 3
+		return brokerCount(ctx, cl) == 3
 	}, "three brokers in metadata")
 
 	resp, err := adm.CreateTopic(ctx, 3, 3, nil, "replicated")
@@ -113,10 +127,10 @@ func TestClusterLeaderKilled(t *testing.T) {
 	c := StartCluster(t, ClusterOptions{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(c.Client(t))
+	cl := c.Client(t)
+	adm := kadm.NewClient(cl)
 	c.WaitFor(t, 30*time.Second, func() bool {
-		m, err := adm.BrokerMetadata(ctx)
-		return err == nil && len(m.Brokers) == 3
+		return brokerCount(ctx, cl) == 3
 	}, "three brokers in metadata")
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "failover"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
