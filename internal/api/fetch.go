@@ -28,12 +28,19 @@ import (
 // v15) is a follower's: it reads up to the leader's log end offset, not the high watermark;
 // its fetch offset is the follower's position (Partition.FollowerFetch), which may advance the
 // high watermark; and from v12 a last_fetched_epoch that parts from the leader's log is
-// answered with the diverging epoch and no records (KIP-320). Every fetch must go to the
-// partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere) and is fenced by its
-// current_leader_epoch from v9 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Consumer fetches
-// from followers (KIP-392) would go where consumerCheck refuses them.
+// answered with the diverging epoch and no records (KIP-320). A follower's fetch must go to
+// the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere), and every fetch is fenced by its
+// current_leader_epoch from v9 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+//
+// Reading from followers (KIP-392). From v11 a consumer may fetch from a follower, which
+// serves it as the leader would but up to its own high watermark (Kafka's fetchRecords without
+// fetchOnlyLeader): an offset past that but within the log is answered empty (the request
+// parks until the follower's high watermark moves), one past the log end OFFSET_OUT_OF_RANGE.
+// Older consumers still get NOT_LEADER_OR_FOLLOWER there. With replica.selector.class the
+// leader may answer a consumer's partition with a preferred read replica instead of records
+// (replicaselector.go).
 
-func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.FetchRequest)
 	if req.Version >= 7 && req.SessionID != 0 {
 		var e fetchEncoder
@@ -51,6 +58,10 @@ func handleFetch(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply
 		f.replicaID = req.ReplicaState.ID
 	}
 	f.resolve()
+	f.rack = clientRack(h, f.im, req.Version, f.replicaID, req.Rack)
+	if f.rack != "" {
+		f.listener = h.listenerOf(c)
+	}
 	for {
 		total, anyErr := f.read()
 		if total >= int(req.MinBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
@@ -68,7 +79,10 @@ type fetch struct {
 	h         *Handler
 	req       *kmsg.FetchRequest
 	maxBytes  int32
-	replicaID int32 // >= 0: a follower's fetch
+	replicaID int32  // >= 0: a follower's fetch
+	rack      string // the consumer's rack when a preferred read replica may be chosen (KIP-392)
+	listener  string // the listener the consumer came in on (with rack)
+	im        *metadata.Image
 	topics    []fetchTopic
 	parts     [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
 	slices    []storage.Slice
@@ -109,7 +123,7 @@ func (f *fetch) finish() {
 	for i := range f.parts {
 		clear(f.parts[i])
 	}
-	f.h, f.req, f.raw = nil, nil, Raw{}
+	f.h, f.req, f.raw, f.im = nil, nil, Raw{}, nil
 	if n > maxPooledFetchParts || cap(f.enc.b) > maxPooledFetchBytes {
 		return
 	}
@@ -125,6 +139,7 @@ func (f *fetch) finish() {
 // answer slices of a pooled fetch when they are large enough.
 func (f *fetch) resolve() {
 	im := f.h.Meta.Image()
+	f.im = im
 	f.topics = resize(f.topics, len(f.req.Topics))
 	f.parts = resize(f.parts, len(f.req.Topics))
 	for ti, rt := range f.req.Topics {
@@ -144,7 +159,7 @@ func (f *fetch) resolve() {
 		}
 		for i, rp := range rt.Partitions {
 			fp := &ft.parts[i]
-			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, end: -1}
+			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, end: -1, preferred: -1}
 			ps[i] = tps.Get(rp.Partition)
 			switch {
 			case t == nil && f.req.Version >= 13:
@@ -195,7 +210,7 @@ func (f *fetch) read() (int, bool) {
 				anyErr = true
 				continue
 			}
-			if fp.diverging {
+			if fp.diverging || fp.preferred >= 0 {
 				anyErr = true // answered at once, as Kafka completes such a fetch
 				continue
 			}
@@ -220,19 +235,26 @@ func (f *fetch) read() (int, bool) {
 
 // check decides whether the partition's part of the fetch may be read and up to where
 // (fp.end), filling in the high watermark and log start offset: a consumer reads up to the
-// high watermark of a partition this broker leads; a follower up to the log end offset, after
-// the leader records its position (or finds its log diverging: fp.diverging).
+// high watermark of this replica (the leader's, or from v11 a follower's), unless the leader
+// directs it to another replica (fp.preferred); a follower up to the log end offset, after the
+// leader records its position (or finds its log diverging: fp.diverging).
 func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition, fp *fetchPartition) error {
 	epoch := int32(-1)
 	if f.req.Version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
 	}
 	if f.replicaID < 0 {
-		if err := consumerCheck(p, epoch); err != nil {
+		_, leaderEpoch, leads := p.Role()
+		if err := consumerCheck(p, epoch, f.req.Version); err != nil {
 			return err
 		}
 		hw := p.HighWatermark()
 		fp.hw, fp.lso, fp.logStart, fp.end = hw, hw, p.Log().LogStartOffset(), hw
+		fp.leads, fp.leaderEpoch = leads, leaderEpoch
+		fp.preferred = -1
+		if leads && f.rack != "" {
+			fp.preferred = preferredReadReplica(f.h, f.im, f.listener, f.rack, p, rp.FetchOffset)
+		}
 		return nil
 	}
 	lastFetched, logStart := int32(-1), int64(-1)
@@ -253,10 +275,18 @@ func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
 	return nil
 }
 
-// consumerCheck admits a consumer's fetch: only the leader serves it (KIP-392's reads from a
-// follower would be decided here), after the current leader epoch check.
-func consumerCheck(p *replica.Partition, currentLeaderEpoch int32) error {
-	return p.CheckLeader(currentLeaderEpoch)
+// consumerCheck admits a consumer's fetch after the current leader epoch check: the leader
+// serves it, and from v11 (KIP-392) a follower too, as Kafka's localLogWithEpochOrThrow
+// without requireLeader. A replica waiting for its first role (leader epoch -1) serves none.
+func consumerCheck(p *replica.Partition, currentLeaderEpoch int32, version int16) error {
+	if version < 11 {
+		return p.CheckLeader(currentLeaderEpoch)
+	}
+	_, leaderEpoch, leads := p.Role()
+	if leads || leaderEpoch < 0 {
+		return p.CheckLeader(currentLeaderEpoch)
+	}
+	return replica.CheckCurrentLeaderEpoch(leaderEpoch, currentLeaderEpoch)
 }
 
 // zstdRefused: like Kafka (KIP-110), Fetch versions below 10 (clients older than zstd) get
@@ -308,13 +338,15 @@ func (f *fetch) release() {
 }
 
 // moved reports whether a parked partition has more to read than when fp was answered (a
-// consumer's high watermark, a follower's log end offset) or changed role.
+// consumer's high watermark, a follower's log end offset) or changed role: a follower's fetch
+// parks only on a leader, a consumer's on the role (and leader epoch) it was read in.
 func (f *fetch) moved(p *replica.Partition, fp *fetchPartition) bool {
-	if _, _, leads := p.Role(); !leads {
-		return true
-	}
+	_, leaderEpoch, leads := p.Role()
 	if f.replicaID >= 0 {
-		return p.Log().LogEndOffset() > fp.end
+		return !leads || p.Log().LogEndOffset() > fp.end
+	}
+	if leads != fp.leads || leaderEpoch != fp.leaderEpoch {
+		return true
 	}
 	return p.HighWatermark() > fp.end
 }

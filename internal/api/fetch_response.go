@@ -28,6 +28,13 @@ type fetchPartition struct {
 	end       int64  // read up to here (a consumer's high watermark, a follower's log end)
 	records   []byte // heap records (down-converted, or read without an OS file)
 	file      Part   // records sent from a file (File != nil)
+	// preferred: the replica the leader directs the consumer to read from instead (v11+,
+	// KIP-392), no records; -1: none.
+	preferred int32
+	// leads, leaderEpoch: the role a consumer's part was read in (a parked fetch re-reads when
+	// it changes).
+	leads       bool
+	leaderEpoch int32
 	// diverging: the follower's log parts from the leader's at divergingEpoch, which ends at
 	// divergingEnd on the leader (v12+, KIP-320); no records.
 	diverging      bool
@@ -164,7 +171,7 @@ func (e *fetchEncoder) encode(version int16, errCode int16, topics []fetchTopic)
 				e.nullArray() // no aborted transactions
 			}
 			if version >= 11 {
-				e.i32(-1) // preferred read replica
+				e.i32(p.preferred)
 			}
 			if p.file.File != nil {
 				e.bytesLen(p.file.N)

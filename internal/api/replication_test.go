@@ -150,12 +150,13 @@ func TestFollowerFetchCommitsAcksAll(t *testing.T) {
 		t.Fatalf("after the timed out produce: leo %d, hw %d", p.Log().LogEndOffset(), p.HighWatermark())
 	}
 
-	// Once broker 99 leads, this broker serves neither consumers nor produces.
+	// Once broker 99 leads, this broker takes no produces; a consumer's Fetch v12 it serves as
+	// a follower (KIP-392), up to its high watermark (follower_fetch_test.go has the rest).
 	if err := p.MakeFollower(replica.LeaderAndISR{Leader: fakeFollower, LeaderEpoch: e + 1, PartitionEpoch: reg.PartitionEpoch + 1, Replicas: reg.Replicas, ISR: []int32{fakeFollower}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := replFetch(t, conn, -1, -1, 0, -1); got.ErrorCode != kerr.NotLeaderForPartition.Code {
-		t.Fatalf("consumer fetch from a follower: %v", kerr.ErrorForCode(got.ErrorCode))
+	if got := replFetch(t, conn, -1, -1, 0, -1); got.ErrorCode != 0 || got.HighWatermark != 2 || replRecordCount(t, got.RecordBatches) != 2 {
+		t.Fatalf("consumer fetch from a follower: %v, hw %d, %d records", kerr.ErrorForCode(got.ErrorCode), got.HighWatermark, replRecordCount(t, got.RecordBatches))
 	}
 	if got := replOffsetForLeaderEpoch(t, conn, "rep", 0, -1, e); got.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("OffsetForLeaderEpoch on a follower: %v", kerr.ErrorForCode(got.ErrorCode))
