@@ -60,7 +60,7 @@ func TestMinInsyncReplicasRefusesAcksAll(t *testing.T) {
 	// A Produce request of our own, so the error code is the broker's, not a
 	// client's retry outcome.
 	const refused = "refused-raw"
-	code := produceRaw(ctx, t, onLeader, topic, -1, refused)
+	code := produceRaw(ctx, t, onLeader, topic, refused)
 	if code != kerr.NotEnoughReplicas.Code {
 		t.Errorf("acks=all produce to a leader alone in its ISR with min.insync.replicas 2: error %v, want NOT_ENOUGH_REPLICAS", kerr.ErrorForCode(code))
 	}
@@ -113,8 +113,8 @@ func nodeClient(t *testing.T, n *testutil.Node, opts ...kgo.Opt) *kgo.Client {
 }
 
 // createTopicOn creates topic with one partition on replicas (the first is
-// the preferred leader) and configs, once every replica is a broker in the
-// metadata.
+// the preferred leader) and configs, once every replica is a live broker in
+// the metadata (the controller refuses an assignment to an unknown one).
 func createTopicOn(ctx context.Context, t *testing.T, c *testutil.Cluster, topic string, replicas []int32, configs map[string]string) {
 	t.Helper()
 	cl := c.Client(t)
@@ -125,8 +125,20 @@ func createTopicOn(ctx context.Context, t *testing.T, c *testutil.Cluster, topic
 		req := kmsg.NewPtrMetadataRequest()
 		req.Topics = []kmsg.MetadataRequestTopic{}
 		resp, err := req.RequestWith(ctx, cl)
-		return err == nil && len(resp.Brokers) >= len(replicas)
-	}, fmt.Sprintf("%d brokers in metadata", len(replicas)))
+		if err != nil {
+			return false
+		}
+		listed := map[int32]bool{}
+		for _, b := range resp.Brokers {
+			listed[b.NodeID] = true
+		}
+		for _, r := range replicas {
+			if !listed[r] {
+				return false
+			}
+		}
+		return true
+	}, fmt.Sprintf("brokers %v in metadata", replicas))
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 10000
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -193,26 +205,12 @@ func endOffset(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) 
 
 // produceRaw sends one Produce request with one record to the seed broker
 // of cl (no retries, no idempotence) and returns the partition's error code.
-func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, acks int16, value string) int16 {
+func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, value string) int16 {
 	t.Helper()
-	now := time.Now().UnixMilli()
-	b, err := batch.Build(batch.Header{
-		LastOffsetDelta: 0, BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}, []batch.Record{{Value: []byte(value)}}, batch.CodecNone)
+	req, err := produceRequest(topic, 5*time.Second, value)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = acks
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = 0
-	rp.Records = b
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	seeds := cl.SeedBrokers()
 	if len(seeds) != 1 {
 		t.Fatalf("produceRaw wants a client with one seed broker, it has %d", len(seeds))
@@ -221,9 +219,43 @@ func produceRaw(ctx context.Context, t *testing.T, cl *kgo.Client, topic string,
 	if err != nil {
 		t.Fatalf("produce request: %v", err)
 	}
+	pr, err := onePartition(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pr.ErrorCode
+}
+
+// produceRequest is a Produce request of one record with value to
+// partition 0 of topic, outside any producer id. Its acks are the client's:
+// franz-go sets a Produce request's acks from its RequiredAcks option (all,
+// by default) when it sends it.
+func produceRequest(topic string, timeout time.Duration, value string) (*kmsg.ProduceRequest, error) {
+	now := time.Now().UnixMilli()
+	b, err := batch.Build(batch.Header{
+		LastOffsetDelta: 0, BaseTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}, []batch.Record{{Value: []byte(value)}}, batch.CodecNone)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.TimeoutMillis = int32(timeout / time.Millisecond)
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = 0
+	rp.Records = b
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req, nil
+}
+
+// onePartition is the only partition of a Produce response.
+func onePartition(resp kmsg.Response) (*kmsg.ProduceResponseTopicPartition, error) {
 	pr := resp.(*kmsg.ProduceResponse)
 	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
-		t.Fatalf("produce response has %d topics, want 1 with 1 partition", len(pr.Topics))
+		return nil, fmt.Errorf("produce response has %d topics, want 1 with 1 partition", len(pr.Topics))
 	}
-	return pr.Topics[0].Partitions[0].ErrorCode
+	return &pr.Topics[0].Partitions[0], nil
 }
