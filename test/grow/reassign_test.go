@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,15 +101,18 @@ func sameSet(a, b []int32) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
-// workload is a producer (acks=all, idempotent) writing numbered records as fast as a small
-// window of in-flight records allows, and a consumer reading the topic from the start, both
-// until stop. Each record's value is its 8-byte number followed by padding.
+// workload is a producer (acks=all, idempotent) writing numbered records, and a consumer
+// reading the topic from the start, both until stop. Each record's value is its 8-byte
+// number followed by padding. The producer writes as fast as a small window of in-flight
+// records allows until pace is called, then at a fixed rate: a reassignment whose throttle
+// is below the rate at which its partitions grow never completes (in Kafka too).
 type workload struct {
 	topic   string
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	prod    *kgo.Client
 	padding int
+	perTick atomic.Int64 // records per 10 ms once paced; 0: unpaced
 
 	mu struct {
 		sync.Mutex
@@ -135,7 +139,21 @@ func startWorkload(t *testing.T, c *testutil.Cluster, topic string, padding int)
 	w.wg.Add(2)
 	go func() {
 		defer w.wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		sent := int64(0)
 		for seq := uint64(1); ctx.Err() == nil; seq++ {
+			if n := w.perTick.Load(); n > 0 {
+				if sent >= n {
+					select {
+					case <-tick.C:
+					case <-ctx.Done():
+						return
+					}
+					sent = 0
+				}
+				sent++
+			}
 			v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+padding), seq)
 			v = append(v, bytes.Repeat([]byte{'x'}, padding)...)
 			// Produce blocks while MaxBufferedRecords are in flight: that paces the loop.
@@ -175,6 +193,9 @@ func startWorkload(t *testing.T, c *testutil.Cluster, topic string, padding int)
 	}()
 	return w
 }
+
+// pace limits the producer to perSecond records a second from now on.
+func (w *workload) pace(perSecond int64) { w.perTick.Store(max(perSecond/100, 1)) }
 
 // ackedCount is how many records have been acknowledged so far.
 func (w *workload) ackedCount() int {
@@ -308,8 +329,11 @@ func TestAddBrokerAndReassignUnderLoad(t *testing.T) {
 	c.WaitFor(t, 30*time.Second, func() bool { return fullyReplicated(ctx, admCl, topic, parts) }, "a full ISR on every partition")
 
 	w := startWorkload(t, c, topic, 1000)
-	c.WaitFor(t, 60*time.Second, func() bool { return w.ackedCount() >= 20_000 }, "20,000 records (20 MB) acknowledged before the new broker joins")
+	c.WaitFor(t, 60*time.Second, func() bool { return w.ackedCount() >= 40_000 }, "40,000 records (40 MB) acknowledged before the new broker joins")
 
+	// From here 3,000 records (3 MB) a second: the partitions moving to broker 4 grow by
+	// about 1.5 MB/s, well under the 10 MB/s throttle.
+	w.pace(3000)
 	b4 := c.AddBroker(4)
 	waitBrokers(ctx, t, c, admCl, 4)
 	// It is in the cluster but holds nothing: no replica in metadata, no partition on disk.
@@ -381,7 +405,7 @@ func TestAddBrokerAndReassignUnderLoad(t *testing.T) {
 	t.Logf("reassignment done in %v; %d records acknowledged meanwhile", time.Since(start).Round(time.Millisecond), w.ackedCount()-ackedBefore)
 	// The workload keeps going over the new assignment.
 	ackedAfter := w.ackedCount()
-	c.WaitFor(t, 30*time.Second, func() bool { return w.ackedCount() >= ackedAfter+2000 }, "2,000 more records acknowledged after the reassignment")
+	c.WaitFor(t, 30*time.Second, func() bool { return w.ackedCount() >= ackedAfter+1000 }, "1,000 more records acknowledged after the reassignment")
 
 	// Every broker's metadata has the plan's replicas, and every ISR is full.
 	want := gen.Proposed.Assignment()[topic]
