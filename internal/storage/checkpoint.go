@@ -155,6 +155,30 @@ func WriteFileAtomic(fs FS, dir, name string, data []byte) error {
 	return nil
 }
 
+// replaceFile writes data to dir/name through a temporary file and a rename, without
+// fsyncs: after a crash the file holds the old or the new contents, or (the rename reached
+// the disk before the data) nothing. Only for files rebuilt from the log when they are
+// missing, malformed or behind it (the leader epoch checkpoint after an append-side change).
+func replaceFile(fs FS, dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: writing %s: %w", path, err)
+	}
+	return nil
+}
+
 // readAll reads a whole (small) file.
 func readAll(f File) ([]byte, error) {
 	fi, err := f.Stat()

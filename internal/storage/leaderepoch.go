@@ -129,8 +129,10 @@ func OpenLeaderEpochCache(fs FS, l *Log, logger *slog.Logger) (*LeaderEpochCache
 			}
 		}
 	}
-	if rebuild || !slices.Equal(entries, orig) {
-		if err := c.writeLocked(entries); err != nil {
+	// A new partition (nothing to record) writes no file; a changed cache is written
+	// durably, since dropping entries is a truncation (see publishLocked).
+	if (rebuild && len(entries) > 0) || (!rebuild && !slices.Equal(entries, orig)) {
+		if err := c.writeLocked(entries, true); err != nil {
 			return nil, err
 		}
 	}
@@ -248,7 +250,7 @@ func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) error {
 	}
 	es, removed := assignEpoch(c.load(), EpochEntry{epoch, startOffset})
 	c.warnRemoved(EpochEntry{epoch, startOffset}, removed)
-	return c.publishLocked(es)
+	return c.publishLocked(es, len(removed) > 0)
 }
 
 // AssignBatches assigns the epoch of every batch in raw (whole v2 batches with their offsets,
@@ -278,15 +280,17 @@ func (c *LeaderEpochCache) AssignBatches(raw []byte) error {
 	defer c.mu.Unlock()
 	cur := c.load()
 	es = cur
+	durable := false
 	for _, e := range changed {
 		var removed []EpochEntry
 		es, removed = assignEpoch(es, e)
 		c.warnRemoved(e, removed)
+		durable = durable || len(removed) > 0
 	}
 	if slices.Equal(es, cur) {
 		return nil // assigned meanwhile
 	}
-	return c.publishLocked(es)
+	return c.publishLocked(es, durable)
 }
 
 func (c *LeaderEpochCache) warnRemoved(e EpochEntry, removed []EpochEntry) {
@@ -304,7 +308,7 @@ func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
 	defer c.mu.Unlock()
 	es := c.load()
 	if next := truncateEpochsFromEnd(es, endOffset); len(next) != len(es) {
-		return c.publishLocked(next)
+		return c.publishLocked(next, true)
 	}
 	return nil
 }
@@ -316,7 +320,7 @@ func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
 	defer c.mu.Unlock()
 	es := c.load()
 	if next := truncateEpochsFromStart(es, startOffset); !slices.Equal(next, es) {
-		return c.publishLocked(next)
+		return c.publishLocked(next, true)
 	}
 	return nil
 }
@@ -325,13 +329,20 @@ func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
 func (c *LeaderEpochCache) Clear() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.publishLocked(nil)
+	return c.publishLocked(nil, true)
 }
 
 // publishLocked writes es to the file and then makes it visible. On a write error nothing
 // changes. Holding mu.
-func (c *LeaderEpochCache) publishLocked(es []EpochEntry) error {
-	if err := c.writeLocked(es); err != nil {
+//
+// Durability: a change that only adds entries at the end (Assign, AssignBatches) is written
+// without fsync, as Kafka does since KAFKA-15046: if a crash loses it, opening the cache finds
+// the log's last batch newer than the file's latest epoch and scans the tail back in (an
+// epoch assigned at an empty log end has no batch to lose). A change that removes entries
+// (truncation, clearing) is fsynced before it is visible: a stale file would keep an epoch
+// the log no longer has, which no scan can detect.
+func (c *LeaderEpochCache) publishLocked(es []EpochEntry, durable bool) error {
+	if err := c.writeLocked(es, durable); err != nil {
 		return err
 	}
 	es = slices.Clip(es)
@@ -339,7 +350,10 @@ func (c *LeaderEpochCache) publishLocked(es []EpochEntry) error {
 	return nil
 }
 
-func (c *LeaderEpochCache) writeLocked(es []EpochEntry) error {
+func (c *LeaderEpochCache) writeLocked(es []EpochEntry, durable bool) error {
+	if !durable {
+		return replaceFile(c.fs, c.dir, LeaderEpochCheckpointFile, formatEpochCheckpoint(es))
+	}
 	return WriteFileAtomic(c.fs, c.dir, LeaderEpochCheckpointFile, formatEpochCheckpoint(es))
 }
 

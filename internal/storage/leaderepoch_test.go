@@ -326,9 +326,16 @@ func TestLeaderEpochWriteFailure(t *testing.T) {
 	if err := e.c.Assign(1, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Assign(2, 0) drops epoch 1 (a truncation): written durably, so a failing fsync fails it.
 	ffs.FailNextSync(LeaderEpochCheckpointFile + ".tmp")
 	if err := e.c.Assign(2, 0); !errors.Is(err, ErrInjected) {
 		t.Fatalf("Assign with a failing fsync: %v", err)
+	}
+	checkEntries(t, e.c, entries(1, 0))
+	// An append-side Assign is not fsynced, but a failing write still fails it.
+	ffs.FailNextWrite(LeaderEpochCheckpointFile + ".tmp")
+	if err := e.c.Assign(2, 5); !errors.Is(err, ErrInjected) {
+		t.Fatalf("Assign with a failing write: %v", err)
 	}
 	checkEntries(t, e.c, entries(1, 0))
 	ffs.FailNextWrite(LeaderEpochCheckpointFile + ".tmp")

@@ -142,8 +142,13 @@ func (c *Controller) ActivateSessions(now int64) {
 	clear(c.sessions)
 	for id, b := range c.im.brokers {
 		c.sessions[id] = now
-		if c.cfg.HasLocalBroker && id == c.cfg.LocalBroker && b.IncarnationID != c.cfg.LocalIncarnation {
+		switch {
+		case c.cfg.HasLocalBroker && id == c.cfg.LocalBroker && b.IncarnationID != c.cfg.LocalIncarnation:
 			c.sessions[id] = now - c.cfg.SessionTimeoutMs - 1 // expired: see Config.LocalBroker
+		case b.Fenced && b.InControlledShutdown:
+			// It finished a controlled shutdown (Heartbeat ended its session then); its next
+			// process must not wait out a session this controller would start afresh.
+			c.sessions[id] = now - c.cfg.SessionTimeoutMs - 1
 		}
 	}
 }

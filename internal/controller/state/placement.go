@@ -13,8 +13,9 @@ import (
 //     shutting down);
 //  2. when any active broker has broker.rack set, a partition's replicas go to as many
 //     distinct racks as possible (a broker without a rack counts as a rack of its own);
-//  3. leaders (first replicas) are spread evenly: the leader is the broker leading the fewest
-//     partitions, counting every existing partition of the cluster and those placed so far;
+//  3. leaders (first replicas) are spread evenly: first over the topic's own partitions (the
+//     broker leading the fewest of them, as Kafka stripes each topic), then over the cluster,
+//     counting every existing partition and those placed so far;
 //  4. replicas are spread evenly the same way: each follower is the broker holding the
 //     fewest replicas among those allowed by 1 and 2;
 //  5. ties are broken by a rotation that depends on the partition, so equal brokers take
@@ -27,6 +28,7 @@ type placer struct {
 	index     map[int32]int
 	replicas  []int // per broker (same order as brokers): replicas held
 	leaders   []int // per broker: partitions led (preferred leader = first replica)
+	topicLead []int // per broker: partitions of the topic being placed that it leads
 	rackAware bool
 	seq       int // partitions placed so far (drives the tie-break rotation)
 }
@@ -35,6 +37,7 @@ func (c *Controller) newPlacer() *placer {
 	pl := &placer{brokers: c.activeBrokers(), index: map[int32]int{}}
 	pl.replicas = make([]int, len(pl.brokers))
 	pl.leaders = make([]int, len(pl.brokers))
+	pl.topicLead = make([]int, len(pl.brokers))
 	for i, b := range pl.brokers {
 		pl.index[b.ID] = i
 		if b.Rack != "" {
@@ -47,6 +50,18 @@ func (c *Controller) newPlacer() *placer {
 		}
 	}
 	return pl
+}
+
+// startTopic begins placing partitions of one topic, whose existing partitions are existing.
+func (pl *placer) startTopic(existing []*Partition) {
+	clear(pl.topicLead)
+	for _, p := range existing {
+		if t := p.Target(); len(t) > 0 {
+			if i, ok := pl.index[t[0]]; ok {
+				pl.topicLead[i]++
+			}
+		}
+	}
 }
 
 // count adds a placed (or existing) replica list to the balance counters.
@@ -72,12 +87,14 @@ func (pl *placer) place(rf int) ([]int32, error) {
 	chosen := make([]int32, 0, rf)
 	picked := make([]bool, n)
 	rackUse := map[string]int{}
-	// Leader: fewest leaderships, then fewest replicas, then rotation.
+	// Leader: fewest leaderships of this topic, then of the cluster, then fewest replicas,
+	// then rotation.
 	best := -1
 	for k := range n {
 		i := (seq + k) % n
-		if best < 0 || pl.leaders[i] < pl.leaders[best] ||
-			(pl.leaders[i] == pl.leaders[best] && pl.replicas[i] < pl.replicas[best]) {
+		if best < 0 || pl.topicLead[i] < pl.topicLead[best] ||
+			(pl.topicLead[i] == pl.topicLead[best] && (pl.leaders[i] < pl.leaders[best] ||
+				(pl.leaders[i] == pl.leaders[best] && pl.replicas[i] < pl.replicas[best]))) {
 			best = i
 		}
 	}
@@ -87,6 +104,7 @@ func (pl *placer) place(rf int) ([]int32, error) {
 		rackUse[pl.rack(i)]++
 	}
 	pick(best)
+	pl.topicLead[best]++
 	// Followers start their rotation after the leader, shifted once per round of n
 	// partitions so a leader's followers differ between rounds.
 	shift := 1

@@ -143,6 +143,7 @@ func (c *Controller) createTopic(t CreatableTopic, pl *placer, budget *int, res 
 			return nil, errf(kerr.InvalidReplicationFactor, "topic %q: replication factor %d is larger than the %d available brokers", t.Name, rf, len(pl.brokers))
 		}
 		assignment = make([][]int32, n)
+		pl.startTopic(nil)
 		for p := range assignment {
 			a, err := pl.place(int(rf))
 			if err != nil {
@@ -329,6 +330,7 @@ func (c *Controller) createPartitions(ct CreatePartitionsTopic, pl *placer, budg
 			return nil, errf(kerr.InvalidReplicationFactor, "topic %q: replication factor %d is larger than the %d available brokers", ct.Name, rf, len(pl.brokers))
 		}
 		assignment = make([][]int32, add)
+		pl.startTopic(t.Partitions)
 		for i := range assignment {
 			a, err := pl.place(rf)
 			if err != nil {
