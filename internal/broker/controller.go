@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -59,6 +60,11 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 		FS:        b.fs,
 		Listener:  b.ctrlMux.Matched(),
 		Logger:    b.log,
+		// auto.leader.rebalance.enable: the active controller moves leadership back to
+		// preferred replicas when a broker's share of misplaced leaders passes the limit.
+		AutoLeaderRebalance:    cfg.AutoLeaderRebalanceEnable,
+		ImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
+		ImbalancePct:           int(cfg.LeaderImbalancePerBrokerPercentage),
 		State: state.Config{
 			ClusterID:                b.clusterID,
 			SessionTimeoutMs:         int64(cfg.BrokerSessionTimeoutMs),
