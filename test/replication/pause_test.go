@@ -2,6 +2,8 @@ package replication
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -28,12 +30,44 @@ import (
 // elect a new leader. Best-effort: whether the resumed node reads it before
 // or after its metadata names the new leader is up to its scheduling (the
 // answer is logged); in both cases it must not be acknowledged.
-func TestPausedLeaderIsFenced(t *testing.T) {
+//
+// The paused leader is not the active controller here: see
+// TestPausedLeaderAndActiveController for that case.
+func TestPausedLeaderIsFenced(t *testing.T) { pauseLeader(t, false) }
+
+// TestPausedLeaderAndActiveController is TestPausedLeaderIsFenced with the
+// paused leader also the active controller. It fails today: the brokers'
+// controller client keeps waiting on the stopped controller (its TCP
+// connection stays open and its requests carry no deadline), so no broker
+// heartbeats the new active controller, which fences every broker a session
+// timeout after taking over, and the partition stays without a leader. It
+// is skipped unless GREGOR_KNOWN_BUGS=1.
+func TestPausedLeaderAndActiveController(t *testing.T) {
+	if os.Getenv("GREGOR_KNOWN_BUGS") != "1" {
+		t.Skip("known bug: brokers do not leave a stopped active controller (set GREGOR_KNOWN_BUGS=1 to run)")
+	}
+	pauseLeader(t, true)
+}
+
+// pauseLeader runs the scenario; the leader is the active controller if
+// controller, another node if not.
+func pauseLeader(t *testing.T, controller bool) {
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
 	const topic = "pause-leader"
-	st := CreateTopic(t, c, topic, 3, map[string]string{"min.insync.replicas": "2"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// The preferred (first) replica leads: the active controller or the
+	// next node.
+	active := activeController(ctx, t, c)
+	first := active
+	if !controller {
+		first = active%3 + 1
+	}
+	createTopicOn(ctx, t, c, topic, []int32{first, first%3 + 1, (first+1)%3 + 1}, map[string]string{"min.insync.replicas": "2"})
+	st := WaitPartition(t, c, topic, 0, 30*time.Second, func(s PartitionState) bool {
+		return s.FullISR() && s.Leader == first
+	}, fmt.Sprintf("node %d to lead with a full ISR", first))
+	t.Logf("active controller %d; leader %d", active, st.Leader)
 
 	// Short request timeouts, so a produce stuck on the paused leader is
 	// given up (and retried elsewhere) within seconds.
@@ -131,4 +165,30 @@ func rawProduce(ctx context.Context, b *kgo.Broker, topic, value string) int16 {
 		return -1
 	}
 	return r.Topics[0].Partitions[0].ErrorCode
+}
+
+// activeController is the active controller as every broker's Metadata
+// names it (ControllerID), once they agree.
+func activeController(ctx context.Context, t *testing.T, c *testutil.Cluster) int32 {
+	t.Helper()
+	var id int32 = -1
+	c.WaitFor(t, 30*time.Second, func() bool {
+		id = -1
+		for _, n := range c.Nodes() {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(n.ClientAddr()))
+			if err != nil {
+				return false
+			}
+			req := kmsg.NewPtrMetadataRequest()
+			req.Topics = []kmsg.MetadataRequestTopic{}
+			resp, err := req.RequestWith(ctx, cl)
+			cl.Close()
+			if err != nil || resp.ControllerID < 0 || (id >= 0 && resp.ControllerID != id) {
+				return false
+			}
+			id = resp.ControllerID
+		}
+		return true
+	}, "the brokers to agree on the active controller")
+	return id
 }
