@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gregor-project/gregor/internal/group"
@@ -105,6 +106,7 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 			}
 		}
 	}
+	var work []partitionWork
 	for name, t := range next.Topics {
 		var old *metadata.Topic
 		if prev != nil {
@@ -125,9 +127,49 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 			if op != nil && samePartition(op, np) && !configsChanged {
 				continue
 			}
-			b.reconcilePartition(t, int32(i), np, slices.Contains(np.Replicas, local), configsChanged)
+			work = append(work, partitionWork{t, int32(i), np, slices.Contains(np.Replicas, local), configsChanged})
 		}
 	}
+	b.reconcileAll(work)
+}
+
+// partitionWork is one partition whose registration changed.
+type partitionWork struct {
+	t              *metadata.Topic
+	idx            int32
+	np             *metadata.Partition
+	isReplica      bool
+	configsChanged bool
+}
+
+// reconcileWorkers bounds the partitions reconciled at once. Opening a new partition is
+// mostly waiting on the disk (creating its directory and files), so a topic of thousands of
+// partitions opens in parallel; each partition is touched by one worker only.
+const reconcileWorkers = 16
+
+func (b *Broker) reconcileAll(work []partitionWork) {
+	if len(work) < 2*reconcileWorkers {
+		for _, w := range work {
+			b.reconcilePartition(w.t, w.idx, w.np, w.isReplica, w.configsChanged)
+		}
+		return
+	}
+	next := make(chan partitionWork)
+	var wg sync.WaitGroup
+	for range reconcileWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				b.reconcilePartition(w.t, w.idx, w.np, w.isReplica, w.configsChanged)
+			}
+		}()
+	}
+	for _, w := range work {
+		next <- w
+	}
+	close(next)
+	wg.Wait()
 }
 
 // reconcilePartition applies one partition's registration to the local replica.
