@@ -87,6 +87,7 @@ func ConfigFrom(b *config.Broker) Config {
 		OffsetsRetentionMs:      int64(b.OffsetsRetentionMinutes) * 60 * 1000,
 		OffsetsRetentionCheckMs: b.OffsetsRetentionCheckIntervalMs,
 		MaxMetadataBytes:        DefaultMaxMetadataBytes,
+		CommitTimeoutMs:         int64(b.OffsetsCommitTimeoutMs),
 
 		ConsumerSessionTimeoutMs:    b.GroupConsumerSessionTimeoutMs,
 		ConsumerHeartbeatIntervalMs: b.GroupConsumerHeartbeatIntervalMs,
@@ -120,6 +121,9 @@ type shard struct {
 func NewCoordinator(o Options) *Coordinator {
 	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic, topics: o.Topics, manual: o.Manual}
 	c.cfg.consumerDefaults()
+	if c.cfg.CommitTimeoutMs <= 0 {
+		c.cfg.CommitTimeoutMs = DefaultCommitTimeoutMs
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -291,9 +295,19 @@ func (c *Coordinator) persistLocked(sh *shard, r Ready, now int64) Ready {
 	return out
 }
 
-// append writes records to the shard's partition as one batch, as the leader in the shard's
-// epoch with acks=all, and translates failures into the Kafka errors the core maps. It is
-// the coordinator's one append: an append that waits for the ISR replaces the call here.
+// append writes records to the shard's partition as one batch, as its leader with acks=all,
+// waits until the ISR has them (the high watermark passed them), and translates failures into
+// the Kafka errors the core maps: so an offset commit or a group's new state is answered only
+// once it survives the loss of this broker, as Kafka's coordinator appends with acks=-1.
+//
+// The wait runs under the shard's lock (the core's next input must see this write's outcome),
+// so it is bounded: by offsets.commit.timeout.ms (Config.CommitTimeoutMs; REQUEST_TIMED_OUT
+// after it, from the partition's purgatory or, should its deadline not fire, from a timer here
+// a second later), by a change of leadership (the partition fails its waiting appends at once:
+// NOT_LEADER_OR_FOLLOWER), and by the shard being unloaded: Resign and Close cancel the shard's
+// context before they take its lock, which ends the wait at once with NOT_LEADER_OR_FOLLOWER
+// (NOT_COORDINATOR to the requests). Meanwhile the shard's other groups wait, normally for
+// one follower fetch round trip.
 func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 	brs := make([]batch.Record, len(recs))
 	for i, r := range recs {
@@ -314,8 +328,28 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = sh.part.Append(raw, []batch.Header{hdr}, now, -1, true) // any epoch: Elect/Resign keep the shard in step with leadership
+	timeoutMs := c.cfg.CommitTimeoutMs
+	// Any epoch: Elect/Resign keep the shard in step with leadership.
+	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, -1, true, timeoutMs)
+	if err == nil && res.Wait != nil {
+		err = awaitCommit(sh.ctx, res.Wait, time.Duration(timeoutMs)*time.Millisecond+time.Second)
+	}
 	return appendError(err)
+}
+
+// awaitCommit waits for an acks=all append's outcome (nil once the ISR has it), at most
+// backstop, or until ctx (the shard's) ends.
+func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
+	t := time.NewTimer(backstop)
+	defer t.Stop()
+	select {
+	case err := <-wait:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the coordinator resigned while its append waited for the ISR", replica.ErrNotLeaderOrFollower)
+	case <-t.C:
+		return fmt.Errorf("%w: no answer from the partition within %v", replica.ErrRequestTimedOut, backstop)
+	}
 }
 
 // appendError names an append failure with the Kafka error the core maps (groupWriteError,

@@ -23,6 +23,9 @@ type Config struct {
 	// NewMemberJoinTimeoutMs bounds how long a new member's first JoinGroup may stay parked
 	// (Kafka: 5 minutes); a client that gave up retries with a new request.
 	NewMemberJoinTimeoutMs int64
+	// CommitTimeoutMs (offsets.commit.timeout.ms) bounds how long the Coordinator waits for
+	// the ISR to have an append; 0: DefaultCommitTimeoutMs. The core does not use it.
+	CommitTimeoutMs int64
 	// NewID returns a fresh random suffix for member ids ("<client.id>-<NewID()>"); nil:
 	// a random UUID. Tests make it deterministic.
 	NewID func() string
@@ -37,6 +40,9 @@ type Config struct {
 
 // DefaultMaxMetadataBytes is Kafka's offset.metadata.max.bytes default.
 const DefaultMaxMetadataBytes = 4096
+
+// DefaultCommitTimeoutMs is Kafka's offsets.commit.timeout.ms default.
+const DefaultCommitTimeoutMs = 5000
 
 // DefaultNewMemberJoinTimeoutMs is Kafka's GroupCoordinator.NewMemberJoinTimeoutMs.
 const DefaultNewMemberJoinTimeoutMs = 5 * 60 * 1000
