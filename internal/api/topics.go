@@ -26,8 +26,9 @@ import (
 const maxTopicNameLen = 249
 
 // maxRecordsPerUserOp bounds the metadata records one admin request may create (Kafka's
-// QuorumController.MAX_RECORDS_PER_USER_OP): a topic record, one record per partition and one
-// per config. A CreateTopics or CreatePartitions request asking for more is refused whole
+// QuorumController.MAX_RECORDS_PER_USER_OP): one record per partition and one per config (a
+// deviation: Kafka counts each topic record too, which refuses a topic of exactly 10,000
+// partitions; Gregor accepts it). A CreateTopics or CreatePartitions request asking for more is refused whole
 // with POLICY_VIOLATION, so one request cannot make the broker open millions of partitions.
 const maxRecordsPerUserOp = 10000
 

@@ -18,8 +18,9 @@ import (
 // '_' are treated alike (INVALID_TOPIC_EXCEPTION, as Kafka: their metric names would
 // collide). The state machine checks the name, duplicates, counts, the replication factor
 // against the active brokers (INVALID_REPLICATION_FACTOR) and the assignment's brokers. A
-// request that would write more than maxRecordsPerUserOp records fails whole with
-// POLICY_VIOLATION.
+// request that would write more than maxRecordsPerUserOp partition and config records (the
+// topic records themselves are not counted, so one topic of 10,000 partitions fits) fails
+// whole with POLICY_VIOLATION.
 
 func handleCreateTopics(h *Handler, ctx context.Context, r kmsg.Request) kmsg.Response {
 	req := r.(*kmsg.CreateTopicsRequest)
@@ -50,7 +51,7 @@ func handleCreateTopics(h *Handler, ctx context.Context, r kmsg.Request) kmsg.Re
 		for j, r := range res {
 			out[index[j]] = r
 		}
-		if len(recs) > maxRecordsPerUserOp {
+		if userOpRecords(recs) > maxRecordsPerUserOp {
 			for _, i := range index {
 				out[i].Err = errExcessiveBatch
 			}
@@ -119,4 +120,15 @@ func collides(im *state.Image, name string) error {
 		}
 	}
 	return nil
+}
+
+// userOpRecords counts the records a request's limit applies to: all but topic records.
+func userOpRecords(recs []state.Record) int {
+	n := 0
+	for _, r := range recs {
+		if _, ok := r.(*state.TopicRecord); !ok {
+			n++
+		}
+	}
+	return n
 }
