@@ -527,7 +527,7 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 	return msg.(*kmsg.LeaveGroupResponse)
 }
 
-// CommitOffsets commits offsets, answering once they are appended.
+// CommitOffsets commits offsets, answering once they are appended and replicated to the ISR.
 func (c *Coordinator) CommitOffsets(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	msg, err := c.call(ctx, req.Group, func(s *Shard, now int64, w Waiter) Ready { return s.CommitOffsets(now, w, req) })
 	if err != nil {
