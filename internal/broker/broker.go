@@ -137,7 +137,7 @@ func (b *Broker) start(startCtx context.Context) error {
 			return err
 		}
 	}
-	b.ctrl = client.New(client.Config{Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log})
+	b.ctrl = client.New(client.Config{Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log, RequestTimeout: b.requestTimeout()})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
 	if !cfg.IsBroker() {
 		log.Info("controller-only node started", "node_id", cfg.NodeID)
@@ -237,6 +237,15 @@ func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string
 	}
 	log.Info("formatted log dir", "dir", dir, "cluster_id", id, "node_id", cfg.NodeID)
 	return id, nil
+}
+
+// requestTimeout bounds one request to the controller quorum that has no deadline of its own
+// (heartbeats, registration, AlterPartition, metadata reads): half the session timeout, so a
+// controller that stopped answering is left for the new active one while this broker's
+// session there is still young; at least 500 ms, at most 5 s.
+func (b *Broker) requestTimeout() time.Duration {
+	d := time.Duration(b.cfg.BrokerSessionTimeoutMs) * time.Millisecond / 2
+	return min(max(d, 500*time.Millisecond), 5*time.Second)
 }
 
 // background runs fn on its own goroutine until the broker closes.

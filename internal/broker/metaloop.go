@@ -48,7 +48,10 @@ func (b *Broker) catchUp(ctx context.Context) error {
 // readMetadata applies one read of the log; it returns how many entries it applied.
 func (b *Broker) readMetadata(ctx context.Context, wait time.Duration) (int, error) {
 	from := b.meta.Image().Offset + 1
-	ents, err := b.metaLog.Read(ctx, from, wait)
+	// Bounded: a voter that stopped answering (paused, cut off) must not hold the loop.
+	rctx, cancel := context.WithTimeout(ctx, wait+b.requestTimeout())
+	defer cancel()
+	ents, err := b.metaLog.Read(rctx, from, wait)
 	if err != nil || len(ents) == 0 {
 		return 0, err
 	}

@@ -3,7 +3,6 @@ package replication
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -36,18 +35,10 @@ import (
 func TestPausedLeaderIsFenced(t *testing.T) { pauseLeader(t, false) }
 
 // TestPausedLeaderAndActiveController is TestPausedLeaderIsFenced with the
-// paused leader also the active controller. It fails today: the brokers'
-// controller client keeps waiting on the stopped controller (its TCP
-// connection stays open and its requests carry no deadline), so no broker
-// heartbeats the new active controller, which fences every broker a session
-// timeout after taking over, and the partition stays without a leader. It
-// is skipped unless GREGOR_KNOWN_BUGS=1.
-func TestPausedLeaderAndActiveController(t *testing.T) {
-	if os.Getenv("GREGOR_KNOWN_BUGS") != "1" {
-		t.Skip("known bug: brokers do not leave a stopped active controller (set GREGOR_KNOWN_BUGS=1 to run)")
-	}
-	pauseLeader(t, true)
-}
+// paused leader also the active controller: the brokers must leave the
+// stopped controller (each controller request without a deadline of its own
+// is bounded) and heartbeat the new one before it fences them.
+func TestPausedLeaderAndActiveController(t *testing.T) { pauseLeader(t, true) }
 
 // pauseLeader runs the scenario; the leader is the active controller if
 // controller, another node if not.

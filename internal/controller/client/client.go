@@ -47,6 +47,11 @@ type Config struct {
 	// and asking one voter who is active (default 2 s).
 	Backoff        time.Duration
 	AttemptTimeout time.Duration
+	// RequestTimeout bounds one attempt of a request whose context has no deadline (a
+	// broker's heartbeats, registration, AlterPartition): a controller that stopped
+	// answering (paused, cut off) costs one timeout, then the client finds the active
+	// controller again (default 5 s). Requests with a deadline use theirs.
+	RequestTimeout time.Duration
 }
 
 // Client sends requests to the active controller. Safe for concurrent use.
@@ -87,6 +92,9 @@ func New(cfg Config) *Client {
 	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = 2 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 5 * time.Second
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, clientID: "broker-" + strconv.Itoa(int(cfg.NodeID)), voters: map[int32]*voter{}}
 	for _, v := range cfg.Voters {
@@ -150,7 +158,7 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 			}
 			req.SetVersion(min(max, req.MaxVersion()))
 		}
-		resp, err := vc.c.Request(ctx, req)
+		resp, err := c.attempt(ctx, vc, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -167,6 +175,17 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 		}
 		return resp, nil
 	}
+}
+
+// attempt sends req once on vc, bounded by RequestTimeout when ctx has no deadline (a
+// timed-out connection is closed by wire, so the next attempt dials and rediscovers).
+func (c *Client) attempt(ctx context.Context, vc *voterConn, req kmsg.Request) (kmsg.Response, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		defer cancel()
+	}
+	return vc.c.Request(ctx, req)
 }
 
 // discover asks the voters, in turn, which controller is active; -1 if none knows.
