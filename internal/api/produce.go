@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 )
 
@@ -20,7 +21,7 @@ import (
 // them: at once on a sole replica), every partition's wait running in parallel up to the
 // request's timeout (REQUEST_TIMED_OUT for those not committed by then).
 
-func handleProduce(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	now := h.nowMs()
@@ -74,7 +75,50 @@ func handleProduce(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Rep
 	if len(waits) > 0 {
 		h.awaitCommit(ctx, resp, waits, time.Duration(req.TimeoutMillis)*time.Millisecond)
 	}
+	if failed && req.Version >= 10 {
+		h.produceLeaderHints(resp, h.listenerOf(c))
+	}
 	return msg(resp)
+}
+
+// produceLeaderHints fills KIP-951's hints into a v10+ answer: each partition refused with
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader and epoch from this
+// broker's image, and the answer carries those leaders' endpoints on the client's listener,
+// so the producer retries at the new leader without a metadata round trip.
+func (h *Handler) produceLeaderHints(resp *kmsg.ProduceResponse, listener string) {
+	im := h.Meta.Image()
+	named := map[int32]bool{}
+	for ti := range resp.Topics {
+		st := &resp.Topics[ti]
+		t := im.Topic(st.Topic)
+		for pi := range st.Partitions {
+			sp := &st.Partitions[pi]
+			if sp.ErrorCode != kerr.NotLeaderForPartition.Code && sp.ErrorCode != kerr.FencedLeaderEpoch.Code {
+				continue
+			}
+			var pp *metadata.Partition
+			if t != nil {
+				pp = t.Partition(sp.Partition)
+			}
+			if pp == nil || pp.Leader < 0 || pp.Leader == h.NodeID {
+				continue
+			}
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = pp.Leader, pp.LeaderEpoch
+			if named[pp.Leader] {
+				continue
+			}
+			if host, port, ok := im.Endpoint(pp.Leader, listener); ok {
+				named[pp.Leader] = true
+				b := kmsg.NewProduceResponseBroker()
+				b.NodeID, b.Host, b.Port = pp.Leader, host, port
+				if br := im.Broker(pp.Leader); br != nil && br.Rack != "" {
+					rack := br.Rack
+					b.Rack = &rack
+				}
+				resp.Brokers = append(resp.Brokers, b)
+			}
+		}
+	}
 }
 
 // produceWait is an acks=all partition answer waiting for its records to be committed.

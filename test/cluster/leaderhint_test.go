@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/testutil"
+	"github.com/gregor-project/gregor/internal/wire"
+)
+
+// A produce sent to a broker that is not the partition's leader is refused with
+// NOT_LEADER_OR_FOLLOWER and, from Produce v10 (KIP-951), names the current leader, its
+// epoch and its endpoint on the client's listener, so the producer need not ask Metadata.
+func TestProduceNamesTheCurrentLeader(t *testing.T) {
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := pinnedClient(t, c.Node(1).ClientAddr())
+	if err := createAssignedTopic(ctx, admin, "hint", []int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "hint fully replicated on node 2", func() bool {
+		return fullyReplicated(ctx, pinnedClient(t, c.Node(2).ClientAddr()), "hint", 1, 3)
+	})
+
+	// A raw connection: a client library would pick its own version and acks.
+	follower, err := wire.Dial(ctx, c.Node(2).ClientAddr(), "leaderhint-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	for _, v := range []int16{9, 11} {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(v)
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "hint"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = oneRecordBatch(t)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := follower.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		pr := resp.(*kmsg.ProduceResponse)
+		sp := pr.Topics[0].Partitions[0]
+		if sp.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Fatalf("v%d: error %v, want NOT_LEADER_OR_FOLLOWER", v, kerr.ErrorForCode(sp.ErrorCode))
+		}
+		if v < 10 {
+			if sp.CurrentLeader.LeaderID != -1 || len(pr.Brokers) != 0 {
+				t.Fatalf("v%d carries KIP-951 hints: %+v %+v", v, sp.CurrentLeader, pr.Brokers)
+			}
+			continue
+		}
+		if sp.CurrentLeader.LeaderID != 1 || sp.CurrentLeader.LeaderEpoch < 0 {
+			t.Fatalf("v%d current leader %+v, want node 1", v, sp.CurrentLeader)
+		}
+		host, port, _ := net.SplitHostPort(c.Node(1).ClientAddr())
+		if len(pr.Brokers) != 1 || pr.Brokers[0].NodeID != 1 || pr.Brokers[0].Host != host || strconv.Itoa(int(pr.Brokers[0].Port)) != port {
+			t.Fatalf("v%d node endpoints %+v, want node 1 at %s", v, pr.Brokers, c.Node(1).ClientAddr())
+		}
+	}
+}
+
+// oneRecordBatch is a v2 batch of one record, as a producer sends it.
+func oneRecordBatch(t testing.TB) []byte {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	h := batch.Header{PartitionLeaderEpoch: -1, BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	raw, err := batch.Build(h, []batch.Record{{Value: []byte("v")}}, batch.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
