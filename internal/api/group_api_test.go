@@ -266,7 +266,13 @@ func TestGroupAPIs(t *testing.T) {
 	dg := kmsg.NewPtrDescribeGroupsRequest()
 	dg.Groups = []string{"g", "missing"}
 	dg.IncludeAuthorizedOperations = true
-	dr := admin.do(dg, 5).(*kmsg.DescribeGroupsResponse)
+	var dr *kmsg.DescribeGroupsResponse
+	// "missing" hashes to a __consumer_offsets partition that may still be loading
+	// (COORDINATOR_LOAD_IN_PROGRESS, which clients retry).
+	groupWait(t, 10*time.Second, "missing's partition loaded", func() (bool, string) {
+		dr = admin.do(dg, 5).(*kmsg.DescribeGroupsResponse)
+		return dr.Groups[1].ErrorCode != kerr.CoordinatorLoadInProgress.Code, fmt.Sprint("error code ", dr.Groups[1].ErrorCode)
+	})
 	if g := dr.Groups[0]; g.State != "Stable" || g.Protocol != "range" || len(g.Members) != 2 || g.Members[0].ClientID != "raw" || g.Members[0].ClientHost != "/127.0.0.1" {
 		t.Fatalf("describe g: %+v", g)
 	}
