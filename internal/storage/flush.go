@@ -1,13 +1,18 @@
 package storage
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Flush fsyncs everything appended so far and moves the recovery point to the log end offset
 // it saw. Appends and reads go on while the fsyncs run: under writeMu Flush only notes which
 // files are dirty (sealed segments' .index/.timeindex included; the active segment's indexes
 // are rebuilt by recovery anyway and are not synced) and whether the directory changed. A
 // failed fsync takes the log offline (the kernel may have dropped the dirty pages, so retrying
-// would lie) and is returned.
+// would lie) and is returned. Index files mapped without a descriptor are opened for their
+// fsyncs under writeMu (see indexFile); failing to open one (say EMFILE) loses nothing, so it
+// is returned with the log left online and the files still dirty for the next flush.
 func (l *Log) Flush() error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
@@ -15,6 +20,7 @@ func (l *Log) Flush() error {
 	type job struct {
 		s                   *segment
 		log, index, timeIdx bool
+		sync                pendingSync
 	}
 	l.writeMu.Lock()
 	if err := l.usableLocked(); err != nil {
@@ -28,17 +34,31 @@ func (l *Log) Flush() error {
 		if s.sealed {
 			j.index, j.timeIdx = s.index.dirty, s.timeIndex.dirty
 		}
-		if j.log || j.index || j.timeIdx {
-			s.logDirty = false
-			if j.index {
-				s.index.dirty = false
-			}
-			if j.timeIdx {
-				s.timeIndex.dirty = false
-			}
-			s.incRef()
-			jobs = append(jobs, j)
+		if !j.log && !j.index && !j.timeIdx {
+			continue
 		}
+		// Index files mapped without a descriptor are opened here, under writeMu, which
+		// keeps their paths from being renamed (see indexFile).
+		var err error
+		if j.sync, err = s.prepareSync(j.log, j.index, j.timeIdx); err != nil {
+			for _, j := range jobs { // no dirty flag is cleared yet: the log stays online
+				err = errors.Join(err, j.sync.run(false))
+			}
+			l.writeMu.Unlock()
+			return fmt.Errorf("flush: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	for _, j := range jobs {
+		s := j.s
+		s.logDirty = false
+		if j.index {
+			s.index.dirty = false
+		}
+		if j.timeIdx {
+			s.timeIndex.dirty = false
+		}
+		s.incRef()
 	}
 	syncDir := l.wr.dirDirty
 	l.wr.dirDirty = false
@@ -46,9 +66,7 @@ func (l *Log) Flush() error {
 
 	var err error
 	for _, j := range jobs {
-		if err == nil {
-			err = j.s.syncFiles(j.log, j.index, j.timeIdx)
-		}
+		err = errors.Join(err, j.sync.run(err == nil))
 		j.s.decRef()
 	}
 	if err == nil && syncDir {

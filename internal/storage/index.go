@@ -22,23 +22,44 @@ var errCorruptIndex = errors.New("storage: corrupt index")
 // sealed segment's read-only and trimmed to its entries; the active segment's read-write over
 // the file preallocated (with zeros, sparse) to hold maxEntries+1 entries, entries being
 // written straight into the mapping, as Kafka does (rw). Otherwise (a test FS without an
-// *os.File) the entries live in a heap slice that grows as entries are added. So the heap does
-// not grow with the data a broker holds: ~20 bytes of index per 4 KiB of log would otherwise
-// be ~5 MB per partition with a full 1 GiB active segment.
+// *os.File, or a read-write mmap that failed: noRW) the entries live in a heap slice that
+// grows as entries are added. So the heap does not grow with the data a broker holds: ~20
+// bytes of index per 4 KiB of log would otherwise be ~5 MB per partition with a full 1 GiB
+// active segment.
+//
+// File descriptors: a mapped index holds none (as Kafka's AbstractIndex), so a segment costs
+// one, its .log's, and a broker's descriptors do not grow with its index files. The file is
+// opened by path (useFile) for the operations that need it: load and mmap, preallocating or
+// trimming it (makeWritable, seal, truncateEntries), writing a heap index's tail, fsyncing a
+// dirty index (syncFile, used by segment.syncFiles and Flush); and closed before the
+// operation returns. A mapping keeps the file's contents reachable without one (the kernel
+// holds the open file description, which no descriptor limit counts), and renaming the
+// segment's files (.deleted) needs none either. Only a heap index holds its file open from
+// openIndexFile or the failed mmap on until close (keepsFile): its entries are written to the
+// file lazily and it has no mapping to flush through. So file is nil exactly when !keepsFile()
+// and no operation is in progress; once keepsFile() is true it stays true.
 //
 // Persistence: entries added to a heap index are written to the file lazily (writeTail) when
 // the log is flushed, when the segment is sealed and on close; those added to a read-write
-// mapping are in the page cache at once. Either way the active segment's index is rebuilt
-// after an unclean stop, so a tail lost in a crash never matters (nor do the zero entries a
-// preallocated file ends with: load drops them); a sealed segment's index is written and then
-// fsynced by the next flush (dirty).
+// mapping are in the page cache at once (an fsync through any descriptor of the file writes
+// back the mapping's dirty pages, so syncFile's fresh descriptor syncs them). Either way the
+// active segment's index is rebuilt after an unclean stop, so a tail lost in a crash never
+// matters (nor do the zero entries a preallocated file ends with: load drops them); a sealed
+// segment's index is written and then fsynced by the next flush (dirty).
 //
 // Concurrency: an indexFile has no lock of its own. It is guarded by its Log's locks: buf and
 // mapped are changed while holding Log.writeMu and Log.mu for writing and read while holding
-// either; written, dirty and the file writes are Log.writeMu's alone.
+// either; file, written, dirty and the file operations (opening the file by path included) are
+// Log.writeMu's alone. Opening by path needs writeMu because that is what keeps the path
+// naming this file: segment files are renamed to .deleted (retention, truncation, a replaced
+// roll) and a new segment may be created under the same name only while holding it, and a
+// segment out of the Log is never opened by path again. Flush opens the files to fsync under
+// writeMu and fsyncs them after letting go of it.
 type indexFile struct {
+	fs         FS
 	path       string
-	file       File
+	file       File // open only while keepsFile() or an operation is in progress; else nil
+	mmapable   bool // the FS gives an *os.File: the entries can be mmapped
 	entrySize  int
 	maxEntries int // the segment rolls when an index is full
 
@@ -50,12 +71,51 @@ type indexFile struct {
 	dirty   bool   // bytes written to the file since its last fsync
 }
 
+// openIndexFile creates the index file if it does not exist. The file is left open only when
+// the entries can never be mapped (the FS has no *os.File).
 func openIndexFile(fs FS, path string, entrySize int, maxBytes int32) (*indexFile, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &indexFile{path: path, file: f, entrySize: entrySize, maxEntries: maxEntriesFor(maxBytes, entrySize)}, nil
+	x := &indexFile{fs: fs, path: path, file: f, mmapable: f.OSFile() != nil, entrySize: entrySize, maxEntries: maxEntriesFor(maxBytes, entrySize)}
+	var cerr error
+	x.settle(&cerr)
+	if cerr != nil {
+		return nil, cerr
+	}
+	return x, nil
+}
+
+// keepsFile reports whether the index holds its file open between operations: only a heap
+// index does (see the type's comment).
+func (x *indexFile) keepsFile() bool { return !x.mmapable || x.noRW }
+
+// useFile returns the index's file, opening it by path when the index holds none, and done,
+// which the caller defers: it closes the file this call opened unless the index now keeps it
+// (a nested call finds the file open and its done leaves it to the outer one). Holding
+// Log.writeMu, with the segment in the Log (or before the Log is shared).
+func (x *indexFile) useFile() (f File, done func(*error), err error) {
+	if x.file != nil {
+		return x.file, func(*error) {}, nil
+	}
+	if x.file, err = x.fs.OpenFile(x.path, os.O_RDWR, 0); err != nil {
+		x.file = nil
+		return nil, nil, err
+	}
+	return x.file, x.settle, nil
+}
+
+// settle closes the file unless the index keeps it, joining a close error into *err.
+func (x *indexFile) settle(err *error) {
+	if x.file == nil || x.keepsFile() {
+		return
+	}
+	f := x.file
+	x.file = nil
+	if cerr := f.Close(); cerr != nil {
+		*err = errors.Join(*err, cerr)
+	}
 }
 
 func maxEntriesFor(maxBytes int32, entrySize int) int {
@@ -66,8 +126,13 @@ func maxEntriesFor(maxBytes int32, entrySize int) int {
 // active segment's mmapped read-write over the preallocated file, each when the FS allows,
 // else into the heap. It returns errCorruptIndex (wrapped) when the size is not a multiple of
 // the entry size once trailing zero entries are dropped.
-func (x *indexFile) load(sealed bool) error {
-	fi, err := x.file.Stat()
+func (x *indexFile) load(sealed bool) (err error) {
+	f, done, err := x.useFile()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
@@ -81,15 +146,15 @@ func (x *indexFile) load(sealed bool) error {
 	var b []byte
 	mapped, rw := false, false
 	if sealed {
-		b, mapped, err = mmapFile(x.file, int(size))
-	} else if x.file.OSFile() != nil {
+		b, mapped, err = mmapFile(f, int(size))
+	} else if x.mmapable {
 		full := max(int(size), x.preallocBytes())
 		if int(size) < full {
-			if err := x.file.Truncate(int64(full)); err != nil {
+			if err := f.Truncate(int64(full)); err != nil {
 				return err
 			}
 		}
-		if b, mapped, err = mmapFileRW(x.file, full); err != nil {
+		if b, mapped, err = mmapFileRW(f, full); err != nil {
 			mapped, err, x.noRW = false, nil, true // a failed mmap (say vm.max_map_count reached): the heap
 		}
 		rw = mapped
@@ -100,7 +165,7 @@ func (x *indexFile) load(sealed bool) error {
 	}
 	if !mapped {
 		b = make([]byte, size)
-		if _, err := x.file.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 	}
@@ -147,12 +212,24 @@ func (x *indexFile) entry(i int) []byte { return x.buf[i*x.entrySize : (i+1)*x.e
 
 // makeWritable prepares the entries to be appended to or truncated: mmapped read-write over
 // the file preallocated to at least minBytes (written first if entries were on the heap), or,
-// when the FS has no *os.File, on the heap.
+// when the FS has no *os.File, on the heap. The common case, a mapping with room, opens
+// nothing (and allocates nothing: remap's deferred close would).
 func (x *indexFile) makeWritable(minBytes int) error {
 	if x.rw && len(x.mapped) >= minBytes {
 		return nil
 	}
-	if x.file.OSFile() != nil && !x.noRW {
+	return x.remap(minBytes)
+}
+
+// remap is makeWritable's slow path.
+func (x *indexFile) remap(minBytes int) (err error) {
+	if x.mmapable && !x.noRW {
+		var f File
+		var done func(*error)
+		if f, done, err = x.useFile(); err != nil {
+			return err
+		}
+		defer done(&err)
 		if err := x.writeTail(); err != nil { // a heap index's entries must be in the file
 			return err
 		}
@@ -162,14 +239,15 @@ func (x *indexFile) makeWritable(minBytes int) error {
 		}
 		// Cut the file to the entries, then extend it: whatever followed them (a stale or
 		// corrupt tail) becomes zeros.
-		if err := x.file.Truncate(int64(len(x.buf))); err != nil {
+		if err := f.Truncate(int64(len(x.buf))); err != nil {
 			return err
 		}
-		if err := x.file.Truncate(int64(full)); err != nil {
+		if err := f.Truncate(int64(full)); err != nil {
 			return err
 		}
-		// A failed mmap (say vm.max_map_count reached) leaves the entries on the heap.
-		m, ok, err := mmapFileRW(x.file, full)
+		// A failed mmap (say vm.max_map_count reached) leaves the entries on the heap, and
+		// the file open (keepsFile).
+		m, ok, err := mmapFileRW(f, full)
 		if err == nil && ok {
 			old := x.mapped
 			x.buf, x.mapped, x.rw = m[:len(x.buf)], m, true
@@ -224,8 +302,18 @@ func (x *indexFile) truncateEntries(n int) error {
 		x.dirty = true
 		return nil
 	}
+	return x.truncateHeap(n)
+}
+
+// truncateHeap is truncateEntries for entries on the heap.
+func (x *indexFile) truncateHeap(n int) (err error) {
+	f, done, err := x.useFile()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
 	x.buf = x.buf[:n*x.entrySize]
-	if err := x.file.Truncate(int64(len(x.buf))); err != nil {
+	if err := f.Truncate(int64(len(x.buf))); err != nil {
 		return err
 	}
 	x.written = min(x.written, len(x.buf))
@@ -238,7 +326,16 @@ func (x *indexFile) writeTail() error {
 	if x.written >= len(x.buf) {
 		return nil
 	}
-	if _, err := x.file.WriteAt(x.buf[x.written:], int64(x.written)); err != nil {
+	return x.writeTailSlow()
+}
+
+func (x *indexFile) writeTailSlow() (err error) {
+	f, done, err := x.useFile()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	if _, err := f.WriteAt(x.buf[x.written:], int64(x.written)); err != nil {
 		return err
 	}
 	x.written = len(x.buf)
@@ -248,11 +345,16 @@ func (x *indexFile) writeTail() error {
 
 // seal writes the tail, trims the file to exactly the entries (a preallocated file would be
 // longer), and maps them read-only when possible.
-func (x *indexFile) seal() error {
+func (x *indexFile) seal() (err error) {
+	f, done, err := x.useFile()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
 	if x.rw {
 		// Trim under the read-write mapping (nothing reads past the entries), map the
 		// entries read-only, then drop the read-write mapping.
-		if err := x.file.Truncate(int64(len(x.buf))); err != nil {
+		if err := f.Truncate(int64(len(x.buf))); err != nil {
 			return err
 		}
 		x.dirty = true
@@ -260,7 +362,7 @@ func (x *indexFile) seal() error {
 		if len(x.buf) > 0 {
 			var ok bool
 			var err error
-			if m, ok, err = mmapFile(x.file, len(x.buf)); err != nil || !ok {
+			if m, ok, err = mmapFile(f, len(x.buf)); err != nil || !ok {
 				if err == nil {
 					err = fmt.Errorf("storage: cannot map %s again", x.path)
 				}
@@ -274,7 +376,7 @@ func (x *indexFile) seal() error {
 	if err := x.writeTail(); err != nil {
 		return err
 	}
-	fi, err := x.file.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
@@ -287,7 +389,7 @@ func (x *indexFile) seal() error {
 				return err
 			}
 		}
-		if err := x.file.Truncate(int64(len(x.buf))); err != nil {
+		if err := f.Truncate(int64(len(x.buf))); err != nil {
 			return err
 		}
 		x.dirty = true
@@ -295,7 +397,7 @@ func (x *indexFile) seal() error {
 	if x.mapped != nil || len(x.buf) == 0 {
 		return nil
 	}
-	m, ok, err := mmapFile(x.file, len(x.buf))
+	m, ok, err := mmapFile(f, len(x.buf))
 	if err != nil || !ok {
 		return err
 	}
@@ -303,16 +405,18 @@ func (x *indexFile) seal() error {
 	return nil
 }
 
-// sync fsyncs the file if it was written since the last sync.
-func (x *indexFile) sync() error {
-	if !x.dirty {
-		return nil
+// syncFile returns the file to fsync for the index: its own when it keeps one (open until
+// close, so a Flush holding a segment reference may fsync it after letting go of
+// Log.writeMu), else the file opened by path, which the caller closes after the fsync
+// (owned). Holding Log.writeMu, with the segment in the Log.
+func (x *indexFile) syncFile() (f File, owned bool, err error) {
+	if x.file != nil {
+		return x.file, false, nil
 	}
-	if err := x.file.Sync(); err != nil {
-		return err
+	if f, err = x.fs.OpenFile(x.path, os.O_RDWR, 0); err != nil {
+		return nil, false, err
 	}
-	x.dirty = false
-	return nil
+	return f, true, nil
 }
 
 // release drops the entries from memory (unmapping them).
@@ -325,7 +429,12 @@ func (x *indexFile) release() error {
 	return nil
 }
 
-// close releases the entries and closes the file.
+// close releases the entries and closes the file if the index holds it.
 func (x *indexFile) close() error {
-	return errors.Join(x.release(), x.file.Close())
+	err := x.release()
+	if x.file != nil {
+		err = errors.Join(err, x.file.Close())
+		x.file = nil
+	}
+	return err
 }

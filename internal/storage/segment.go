@@ -134,14 +134,14 @@ func openSegment(fs FS, dir string, base int64, cfg Config, nowMs int64, logger 
 	if err != nil {
 		return nil, false, err
 	}
-	files = append(files, ix.file)
+	s.index = offsetIndex{indexFile: *ix, baseOffset: base}
+	files = append(files, closerFunc(s.index.close))
 	tx, err := openIndexFile(fs, s.timeIndexPath(), timeIndexEntrySize, cfg.SegmentIndexBytes)
 	if err != nil {
 		return nil, false, err
 	}
-	files = append(files, tx.file)
-	s.index = offsetIndex{indexFile: *ix, baseOffset: base}
 	s.timeIndex = timeIndex{indexFile: *tx, baseOffset: base}
+	files = append(files, closerFunc(s.timeIndex.close))
 	if create {
 		for _, x := range []*indexFile{&s.index.indexFile, &s.timeIndex.indexFile} {
 			if err := x.truncateEntries(0); err != nil {
@@ -152,6 +152,11 @@ func openSegment(fs FS, dir string, base int64, cfg Config, nowMs int64, logger 
 	s.refs.Store(1)
 	return s, indexMissing, nil
 }
+
+// closerFunc is a func as an io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // headerBuf is scratch space for one batch header; pooled so reads do not allocate.
 type headerBuf [batch.HeaderSize]byte
@@ -371,25 +376,60 @@ func (s *segment) truncateTo(offset int64) (int64, error) {
 	return pos, nil
 }
 
-// syncFiles fsyncs the named files of the segment. The caller reads and clears the dirty
-// flags under Log.writeMu and may call this without any lock, holding a reference.
+// syncFiles fsyncs the named files of the segment. Holding Log.writeMu (or before the Log is
+// shared), with the segment in the Log; the caller reads and clears the dirty flags.
 func (s *segment) syncFiles(log, index, timeIndex bool) error {
+	p, err := s.prepareSync(log, index, timeIndex)
+	if err != nil {
+		return err
+	}
+	return p.run(true)
+}
+
+// pendingSync is the files of a segment to fsync, opened.
+type pendingSync struct {
+	files []File
+	owned []bool // opened for the fsync: closed after it
+}
+
+// prepareSync opens what the fsyncs of the named files need: an index file mapped without a
+// descriptor is opened by path, which must be done holding Log.writeMu with the segment in
+// the Log (see indexFile). The fsyncs (run) may then go without any lock, holding a
+// reference.
+func (s *segment) prepareSync(log, index, timeIndex bool) (pendingSync, error) {
+	var p pendingSync
 	if log {
-		if err := s.log.Sync(); err != nil {
-			return err
+		p.files, p.owned = append(p.files, s.log), append(p.owned, false)
+	}
+	for _, c := range []struct {
+		sync bool
+		x    *indexFile
+	}{{index, &s.index.indexFile}, {timeIndex, &s.timeIndex.indexFile}} {
+		if !c.sync {
+			continue
+		}
+		f, owned, err := c.x.syncFile()
+		if err != nil {
+			return pendingSync{}, errors.Join(err, p.run(false))
+		}
+		p.files, p.owned = append(p.files, f), append(p.owned, owned)
+	}
+	return p, nil
+}
+
+// run fsyncs the files in order (stopping at the first error) when sync is true, and closes
+// those opened for the fsync either way.
+func (p pendingSync) run(sync bool) error {
+	var err error
+	for i, f := range p.files {
+		if sync && err == nil {
+			err = f.Sync()
+		}
+		if p.owned[i] {
+			err = errors.Join(err, f.Close())
 		}
 	}
-	if index {
-		if err := s.index.file.Sync(); err != nil {
-			return err
-		}
-	}
-	if timeIndex {
-		if err := s.timeIndex.file.Sync(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // incRef takes a reference for a Slice, flush or scan.
@@ -406,8 +446,9 @@ func (s *segment) decRef() {
 	}
 }
 
-// renameDeleted renames the segment's files to <name>.deleted, freeing their names; open
-// descriptors keep working. It returns the new paths.
+// renameDeleted renames the segment's files to <name>.deleted, freeing their names; the open
+// .log descriptor and the index mappings keep working (the indexes hold no descriptor and are
+// never opened by path again: the segment leaves the Log). It returns the new paths.
 func (s *segment) renameDeleted() ([]string, error) {
 	var paths []string
 	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
