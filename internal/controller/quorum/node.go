@@ -143,16 +143,18 @@ type Node struct {
 	appliedSig appliedSignal // wakes Applied's waiters when applied moves (watch.go)
 
 	// Owned by the run loop.
-	lead      uint64
-	isLeader  bool
-	active    bool
-	applied   uint64
-	snapIndex uint64
-	seq       uint64
-	queue     []*proposal
-	inflight  *proposal
-	expireDue bool
-	rb        rebalancer
+	lead uint64
+	// formerLead is the last leader other than this node (raft id; raft.None if none).
+	formerLead uint64
+	isLeader   bool
+	active     bool
+	applied    uint64
+	snapIndex  uint64
+	seq        uint64
+	queue      []*proposal
+	inflight   *proposal
+	expireDue  bool
+	rb         rebalancer
 }
 
 type proposal struct {
@@ -510,6 +512,9 @@ func (n *Node) handleReady() error {
 	rd := n.rn.Ready()
 	if rd.SoftState != nil {
 		n.lead = rd.SoftState.Lead
+		if l := rd.SoftState.Lead; l != raft.None && l != n.id {
+			n.formerLead = l
+		}
 		leader := rd.SoftState.RaftState == raft.StateLeader
 		if n.isLeader && !leader {
 			n.log.Info("controller lost leadership", "leader", int64(n.lead)-1)
@@ -564,7 +569,7 @@ func (n *Node) apply(e *pb.Entry) {
 		// everything committed before its term, and it may run commands.
 		if n.isLeader && !n.active && e.GetTerm() == n.rn.BasicStatus().HardState.GetTerm() {
 			n.active = true
-			n.ctrl.ActivateSessions(n.nowMs())
+			n.ctrl.ActivateSessions(n.nowMs(), int32(n.formerLead)-1) // raft ids are node ids + 1; none: -1
 			n.log.Info("active controller", "term", e.GetTerm(), "offset", idx)
 		}
 		return

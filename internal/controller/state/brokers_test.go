@@ -125,7 +125,7 @@ func TestSessionExpiryFencesAndElects(t *testing.T) {
 				cfg = []string{"unclean.leader.election.enable", tc.topicUnclean}
 			}
 			h.createTopic("t", 3, 3, cfg...)
-			h.c.ActivateSessions(h.now)
+			h.c.ActivateSessions(h.now, -1)
 			// Make partition 0: replicas [1 2 3], ISR [1] (2 and 3 fell behind), leader 1.
 			p := h.part("t", 0)
 			h.apply([]Record{&PartitionChangeRecord{TopicID: h.c.Image().Topic("t").ID, Partition: 0, PartitionEpoch: p.PartitionEpoch,
@@ -201,7 +201,7 @@ func TestSessionExpiryFencesAndElects(t *testing.T) {
 func TestHeartbeatUnfenceReportsUncleanElection(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.UncleanLeaderElection = true })
 	h.brokers(2)
-	h.c.ActivateSessions(h.now)
+	h.c.ActivateSessions(h.now, -1)
 	h.manual("t", ids(1, 2))
 	// Broker 2 is fenced (cut off), leaving ISR [1]; then broker 1's session expires.
 	recs, _ := h.c.Heartbeat(h.now, HeartbeatRequest{NodeID: 2, BrokerEpoch: h.epoch(2), CurrentMetadataOffset: h.offset, WantFence: true})
@@ -242,7 +242,7 @@ func TestExpireSessionsStartsUnknownSessions(t *testing.T) {
 		t.Fatalf("fenced %v after a full session without heartbeats", fenced)
 	}
 	// ActivateSessions restarts every session.
-	c2.ActivateSessions(h.now + 200_000)
+	c2.ActivateSessions(h.now+200_000, -1)
 	if recs, _, _ := c2.ExpireSessions(h.now + 200_000 + 9000); recs != nil {
 		t.Fatal("fenced within the session timeout after activation")
 	}
@@ -314,7 +314,7 @@ func TestActivateSessionsExpiresLocalBrokersEarlierProcess(t *testing.T) {
 	if err := c.Restore(h.c.Snapshot()); err != nil {
 		t.Fatal(err)
 	}
-	c.ActivateSessions(h.now)
+	c.ActivateSessions(h.now, -1)
 	if _, resp := c.RegisterBroker(h.now, RegisterBrokerRequest{NodeID: 1, IncarnationID: UUID{7}, ClusterID: testCluster}); resp.Err != nil {
 		t.Fatalf("restarted local broker (old incarnation %s): %v", old, resp.Err)
 	}
@@ -375,4 +375,27 @@ func TestAllocateProducerIDs(t *testing.T) {
 	wantErr(t, resp.Err, kerr.StaleBrokerEpoch)
 	_, resp = h.c.AllocateProducerIDs(7, 0)
 	wantErr(t, resp.Err, kerr.BrokerIDNotRegistered)
+}
+
+// A newly active controller gives the broker on the former controller's node half a session:
+// dead with its controller, it is fenced half a session timeout sooner than the others; alive,
+// one heartbeat keeps it.
+func TestActivateSessionsShortensFormerControllersBroker(t *testing.T) {
+	h := newHarness(t)
+	h.brokers(3)
+	timeout := h.c.Config().SessionTimeoutMs
+	h.c.ActivateSessions(h.now, 1)
+	// Past half a session: broker 1 is fenced, 2 and 3 are not.
+	_, fenced, _ := h.c.ExpireSessions(h.now + timeout/2 + 1)
+	if !slices.Equal(fenced, ids(1)) {
+		t.Fatalf("fenced %v half a session after activation, want [1] (the former controller's broker)", fenced)
+	}
+	// Alive, it heartbeats once and keeps a full session like the others.
+	h.c.ActivateSessions(h.now, 1)
+	if _, hb := h.c.Heartbeat(h.now+timeout/4, HeartbeatRequest{NodeID: 1, BrokerEpoch: h.epoch(1), CurrentMetadataOffset: h.offset}); hb.Err != nil {
+		t.Fatal(hb.Err)
+	}
+	if _, fenced, _ := h.c.ExpireSessions(h.now + timeout/2 + 1); len(fenced) != 0 {
+		t.Fatalf("fenced %v although broker 1 heartbeat", fenced)
+	}
 }

@@ -138,10 +138,20 @@ func (c *Controller) Restore(b []byte) error {
 // ActivateSessions starts a fresh session at now for every registered broker. The quorum
 // calls it when this controller becomes active, so brokers are judged by heartbeats this
 // controller has seen.
-func (c *Controller) ActivateSessions(now int64) {
+//
+// formerController is the node that was active before (-1 if unknown). A controller takes
+// over when that one stopped answering its quorum (killed, paused, cut off) or stepped down;
+// either way the broker on the same node, if any, is likely gone too, so its session starts
+// with only half a session timeout left: dead, it is fenced that much sooner (a leader that
+// was also the active controller fails over in about an election plus half a session); alive,
+// its next heartbeat, which finds this controller within a heartbeat interval, renews it.
+func (c *Controller) ActivateSessions(now int64, formerController int32) {
 	clear(c.sessions)
 	for id, b := range c.im.brokers {
 		c.sessions[id] = now
+		if id == formerController {
+			c.sessions[id] = now - c.cfg.SessionTimeoutMs/2
+		}
 		switch {
 		case c.cfg.HasLocalBroker && id == c.cfg.LocalBroker && b.IncarnationID != c.cfg.LocalIncarnation:
 			c.sessions[id] = now - c.cfg.SessionTimeoutMs - 1 // expired: see Config.LocalBroker
