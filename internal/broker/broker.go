@@ -173,6 +173,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		BackoffMs:        cfg.ReplicaFetchBackoffMs,
 		SocketTimeoutMs:  cfg.ReplicaSocketTimeoutMs,
 		Throttle:         b.followerThrottle,
+		Throttled:        b.followerThrottled,
 		Log:              log,
 	})
 	b.handler.Groups = group.NewCoordinator(group.Options{

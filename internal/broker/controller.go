@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,4 +169,22 @@ func (b *Broker) followerThrottle() int64 {
 		return 0
 	}
 	return n
+}
+
+// followerThrottled reports whether this broker's replica of a partition is in its topic's
+// follower.replication.throttled.replicas ("*" or partition:broker pairs).
+func (b *Broker) followerThrottled(topic string, partition int32) bool {
+	t := b.meta.Image().Topic(topic)
+	if t == nil {
+		return false
+	}
+	v := t.Configs["follower.replication.throttled.replicas"]
+	if v == "" {
+		return false
+	}
+	all, pairs, err := config.ParseThrottledReplicas(v)
+	if err != nil {
+		return false
+	}
+	return all || slices.Contains(pairs[partition], b.cfg.NodeID)
 }

@@ -43,20 +43,12 @@ import (
 // A trailing partial batch (a leader cuts the last batch at max bytes) is never appended: the
 // core keeps whole batches only.
 //
-// Throttle (follower.replication.throttled.rate): while Throttle() > 0, every fetch of every
-// source broker's goroutine draws the bytes it received from one token bucket filled at that
-// many bytes per second (a one-second burst); a fetch waits while the bucket is in debt. This
-// throttles all follower traffic of the broker, not only the partitions being reassigned
-// (Kafka limits only the throttled replicas); narrowing it is a flag on Follow away.
-//
-// Lock rule: Fetchers.mu guards the source-broker map and which source holds each partition;
-// sourceFetcher.mu guards that source's partition set and every Follower core in it (the
-// cores are not safe for concurrent use: Follow, Unfollow and the goroutine all reach them
-// under it). Answers are applied holding sourceFetcher.mu, after checking the partition is
-// still in the set with the same state, so once Unfollow (or a Follow that restarts the core)
-// returns, no answer to an earlier request is applied. Lock order: Fetchers.mu, then
-// sourceFetcher.mu, then the partition's own lock (taken inside ApplyFollower). The goroutine
-// never takes Fetchers.mu. Network waits hold no lock.
+// Throttle (follower.replication.throttled.rate, Kafka's follower quota): the bytes that
+// throttled replicas (Throttled: follower.replication.throttled.replicas) receive draw on one
+// token bucket shared by every source broker's goroutine, filled at Throttle() bytes per second
+// (a one-second burst). While the bucket is in debt a fetch leaves the throttled partitions
+// out, so a reassignment's catch-up does not starve the other partitions' replication; a
+// fetch made of throttled partitions only waits for the bucket.
 
 // Request versions the fetcher speaks.
 const (
@@ -85,8 +77,11 @@ type FetcherOptions struct {
 	UseOffsetForLeaderEpoch bool
 	// Throttle is follower.replication.throttled.rate in bytes per second (0: none); nil: none.
 	Throttle func() int64
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Throttled reports whether this broker's replica of a partition is throttled
+	// (follower.replication.throttled.replicas); nil: every replica.
+	Throttled func(topic string, partition int32) bool
+	Now       func() time.Time
+	Log       *slog.Logger
 }
 
 func (o *FetcherOptions) defaults() {
@@ -105,6 +100,9 @@ func (o *FetcherOptions) defaults() {
 	setDefault(&o.SocketTimeoutMs, 30_000)
 	if o.Throttle == nil {
 		o.Throttle = func() int64 { return 0 }
+	}
+	if o.Throttled == nil {
+		o.Throttled = func(string, int32) bool { return true }
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -300,9 +300,23 @@ func (sf *sourceFetcher) listOffsets(ctx context.Context, parts []roundPart) err
 
 func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
 	o := &sf.f.o
-	if rate := o.Throttle(); rate > 0 {
-		if err := sf.f.bucket.wait(ctx, rate, o.Now); err != nil {
-			return err
+	rate := o.Throttle()
+	throttled := func(rp roundPart) bool { return rate > 0 && o.Throttled(rp.st.topic, rp.st.partition) }
+	if rate > 0 && sf.f.bucket.inDebt(rate, o.Now) {
+		// Over the quota: this round fetches only the unthrottled partitions (Kafka's
+		// follower quota); if every partition is throttled, it waits for the bucket.
+		kept := parts[:0:0]
+		for _, rp := range parts {
+			if !throttled(rp) {
+				kept = append(kept, rp)
+			}
+		}
+		if len(kept) == 0 {
+			if err := sf.f.bucket.wait(ctx, rate, o.Now); err != nil {
+				return err
+			}
+		} else {
+			parts = kept
 		}
 	}
 	req := kmsg.NewPtrFetchRequest()
@@ -342,15 +356,19 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
 		return fmt.Errorf("replica: fetch from leader %d: %w", sf.leader, err)
 	}
 	answers := map[tp]*kmsg.FetchResponseTopicPartition{}
-	received := 0
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
 		for j := range t.Partitions {
 			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
-			received += len(t.Partitions[j].RecordBatches)
 		}
 	}
-	if rate := o.Throttle(); rate > 0 {
+	if rate > 0 {
+		received := 0 // the bytes of throttled replicas draw on the quota
+		for _, rp := range parts {
+			if a := answers[tp{rp.st.topic, rp.st.partition}]; a != nil && throttled(rp) {
+				received += len(a.RecordBatches)
+			}
+		}
 		sf.f.bucket.take(received, rate, o.Now)
 	}
 	for _, rp := range parts {
@@ -408,6 +426,14 @@ func (b *throttleBucket) wait(ctx context.Context, rate int64, now func() time.T
 		case <-time.After(time.Duration(debt / float64(rate) * float64(time.Second))):
 		}
 	}
+}
+
+// inDebt reports whether the bucket has no tokens left.
+func (b *throttleBucket) inDebt(rate int64, now func() time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refillLocked(rate, now())
+	return b.tokens <= 0
 }
 
 // take draws n bytes from the bucket.

@@ -398,3 +398,32 @@ func TestFetcherThrottle(t *testing.T) {
 	sameBelow(t, leo, leader, r.n)
 	s.mu.Unlock()
 }
+
+// Only throttled replicas draw on the quota, and while it is exceeded they are left out of
+// the fetch: an unthrottled partition from the same leader catches up while a throttled one,
+// with the same backlog, is still far behind.
+func TestFetcherThrottlesOnlyThrottledReplicas(t *testing.T) {
+	s := startTestLeader(t, 1)
+	s.lead("t", 0, regLeader1(1))
+	s.lead("t", 1, regLeader1(1))
+	big := bytes.Repeat([]byte("v"), 400)
+	for range 60 {
+		s.produce("t", 0, string(big), string(big))
+		s.produce("t", 1, string(big), string(big))
+	}
+	slow := newTestReplica(t, 2, "t", 0)
+	fast := newTestReplica(t, 2, "t", 1)
+	const rate = 20_000 // bytes/s: the throttled backlog (~48 kB, a 20 kB burst) takes over a second
+	f := testFetchers(t, fixedEndpoint(s.addr()), func(o *FetcherOptions) {
+		o.MaxBytes = 8_000
+		o.Throttle = func() int64 { return rate }
+		o.Throttled = func(_ string, p int32) bool { return p == 0 }
+	})
+	f.follow(slow, 1, 1)
+	f.follow(fast, 1, 1)
+	waitFor(t, 20*time.Second, "the unthrottled replica catching up", func() bool { return caughtUp(s, fast) })
+	if caughtUp(s, slow) {
+		t.Fatal("the throttled replica caught up as fast as the unthrottled one")
+	}
+	waitFor(t, 40*time.Second, "the throttled replica catching up", func() bool { return caughtUp(s, slow) })
+}
