@@ -218,7 +218,21 @@ func (f *fetch) read() (int, bool) {
 			if limit <= 0 && total > 0 {
 				continue
 			}
+			// The leader's replication quota: a throttled replica gets no records while the
+			// quota is exceeded (replicationquota.go).
+			rate := int64(0)
+			if f.replicaID >= 0 {
+				if rate = f.h.leaderThrottleRate(); rate > 0 && !f.h.leaderThrottled(p) {
+					rate = 0
+				}
+			}
+			if rate > 0 && f.h.leaderQuota().inDebt(rate, f.h.Now()) {
+				continue
+			}
 			n, err := f.readPartition(p, fp, rp.FetchOffset, limit, total == 0 && f.req.Version >= 3)
+			if rate > 0 && err == nil {
+				f.h.leaderQuota().take(n, rate, f.h.Now())
+			}
 			if err != nil {
 				fp.errCode = code(err)
 				if fp.errCode == unknownServerError {
