@@ -120,6 +120,12 @@ func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 		t.Fatalf("retention.bytes=2048 kept too little: earliest %d of %d", earliest, n)
 	}
 	checkTail(t, b.Addr(), "bysize", earliest, n)
+	// The leader epoch cache follows the log start (OffsetForLeaderEpoch never names an
+	// offset retention deleted).
+	waitFor(t, 10*time.Second, "the leader epoch cache trimmed to the log start", func() bool {
+		es := b.Handler().Replicas.Get("bysize", 0).Epochs().Entries()
+		return len(es) > 0 && es[0].StartOffset >= earliest
+	})
 
 	// A consumer asking for a deleted offset is told it is out of range, and the log start
 	// offset survives a restart.

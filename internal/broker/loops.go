@@ -10,8 +10,12 @@ import (
 // second at most), and recovery-point checkpoints (log.flush.offset.checkpoint.interval.ms).
 func (b *Broker) startLoops(ctx context.Context) {
 	b.every(ctx, time.Duration(b.cfg.LogRetentionCheckIntervalMs)*time.Millisecond, func(now time.Time) {
-		if _, err := b.logs.RunRetention(now.UnixMilli()); err != nil {
+		n, err := b.logs.RunRetention(now.UnixMilli())
+		if err != nil {
 			b.log.Error("retention failed", "err", err)
+		}
+		if n > 0 || err != nil {
+			b.trimEpochCaches()
 		}
 	})
 	flushEvery := time.Second
@@ -48,4 +52,23 @@ func (b *Broker) every(ctx context.Context, d time.Duration, fn func(time.Time))
 			}
 		}
 	}()
+}
+
+// trimEpochCaches drops the leader epoch entries wholly below each log's start offset, which
+// retention moved (Kafka's LeaderEpochFileCache.truncateFromStart after a log start change),
+// so OffsetForLeaderEpoch never answers with an offset the log no longer has.
+func (b *Broker) trimEpochCaches() {
+	if b.replicas == nil {
+		return
+	}
+	for _, p := range b.replicas.Partitions() {
+		if p.Log().Offline() {
+			continue
+		}
+		if e := p.Epochs(); e != nil {
+			if err := e.TruncateFromStart(p.Log().LogStartOffset()); err != nil {
+				b.log.Warn("trimming the leader epoch cache failed", "topic", p.Topic, "partition", p.Index, "err", err)
+			}
+		}
+	}
 }
