@@ -27,6 +27,7 @@ func Binary(t testing.TB) string {
 	build.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
+		removeStaleBinaries()
 		dir, err := os.MkdirTemp("", "gregor-bin-")
 		if err != nil {
 			build.err = err
@@ -43,6 +44,17 @@ func Binary(t testing.TB) string {
 		t.Fatal(build.err)
 	}
 	return build.path
+}
+
+// removeStaleBinaries deletes the binaries earlier test processes built (a test process
+// cannot remove its own at exit): those older than an hour, which no running test uses.
+func removeStaleBinaries() {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "gregor-bin-*"))
+	for _, d := range old {
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // FreePort returns a loopback port that was free a moment ago.
