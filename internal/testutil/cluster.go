@@ -502,6 +502,7 @@ func (n *Node) spawn(bin string) error {
 	}
 	cmd := exec.Command(bin, "server", "--config", n.ConfigFile)
 	cmd.Stdout, cmd.Stderr = f, f
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

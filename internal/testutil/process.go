@@ -88,6 +88,7 @@ func StartProcess(t testing.TB, dir string, port int, sets ...string) *Process {
 		args = append(args, "--set", s)
 	}
 	cmd := exec.Command(Binary(t), args...)
+	dieWithTest(cmd)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
