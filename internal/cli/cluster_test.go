@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,12 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/testutil"
 )
@@ -40,26 +37,6 @@ func newTestClient(t *testing.T, addr string) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-// missingAPIs returns the names of keys the broker at addr does not
-// advertise in ApiVersions.
-func missingAPIs(t *testing.T, addr string, keys ...kmsg.Key) []string {
-	t.Helper()
-	cl := newTestClient(t, addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var missing []string
-	for _, k := range keys {
-		if !slices.ContainsFunc(resp.ApiKeys, func(v kmsg.ApiVersionsResponseApiKey) bool { return v.ApiKey == k.Int16() }) {
-			missing = append(missing, k.Name())
-		}
-	}
-	return missing
 }
 
 func TestClusterCommandTree(t *testing.T) {

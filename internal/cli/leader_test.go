@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestPrintElectionResults(t *testing.T) {
@@ -38,13 +37,8 @@ func TestPrintElectionResults(t *testing.T) {
 
 // On a single node every partition is led by its preferred (only)
 // replica: every election is not needed, and none fails.
-//
-// Needs a broker serving ElectLeaders (the cluster integration).
 func TestLeaderElectE2E(t *testing.T) {
 	addr := startTestBroker(t)
-	if m := missingAPIs(t, addr, kmsg.ElectLeaders); len(m) > 0 {
-		t.Skipf("the broker does not serve %v yet: this test must pass once the cluster integration adds it", m)
-	}
 	mustRunCLI(t, "", "topic", "create", "le", "-b", addr, "--partitions", "3", "--replication-factor", "1")
 	elect := func(args ...string) []ElectionResult {
 		t.Helper()
