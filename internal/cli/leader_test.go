@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
 )
 
 func TestPrintElectionResults(t *testing.T) {
