@@ -34,6 +34,8 @@ type Handler struct {
 	NodeID    int32
 	ClusterID string
 	Rack      string
+	// replicationQuota is the leader's replication quota (replicationquota.go).
+	replicationQuota leaderQuota
 }
 
 // ControllerChannel is the broker's channel to the active controller

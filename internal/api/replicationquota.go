@@ -25,12 +25,7 @@ type leaderQuota struct {
 	last   time.Time
 }
 
-var leaderQuotas sync.Map // *Handler -> *leaderQuota
-
-func (h *Handler) leaderQuota() *leaderQuota {
-	q, _ := leaderQuotas.LoadOrStore(h, &leaderQuota{})
-	return q.(*leaderQuota)
-}
+func (h *Handler) leaderQuota() *leaderQuota { return &h.replicationQuota }
 
 // leaderThrottleRate is leader.replication.throttled.rate, 0 when unthrottled.
 func (h *Handler) leaderThrottleRate() int64 {

@@ -64,6 +64,7 @@ type Broker struct {
 	fenced        atomic.Bool
 	kickHeartbeat chan struct{}
 	caughtUp      bool // owned by the metadata goroutine (and Start before it runs)
+	straysRemoved bool // owned by the metadata goroutine
 
 	ctx      context.Context
 	cancel   context.CancelFunc

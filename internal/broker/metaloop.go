@@ -25,8 +25,11 @@ import (
 //     broker's live config;
 //   - leadership of __consumer_offsets partitions elects or resigns the group coordinator.
 //
-// Nothing is deleted before the loop has caught up with the log once (at start-up an old
-// image would otherwise make live partitions look deleted).
+// Stray partition directories (topics deleted or replicas moved while the broker was down)
+// are deleted only once the image shows this broker unfenced in its current registration:
+// the controller unfences a broker only when it has caught up with the log as of its
+// registration, so the image is not an older prefix served by a lagging voter (in which a
+// topic created since would look deleted).
 
 // catchUp applies the log until a read returns nothing new, then reconciles every partition.
 func (b *Broker) catchUp(ctx context.Context) error {
@@ -41,7 +44,6 @@ func (b *Broker) catchUp(ctx context.Context) error {
 	}
 	b.caughtUp = true
 	b.reconcile(nil, b.meta.Image())
-	b.removeStrays(b.meta.Image())
 	return nil
 }
 
@@ -91,6 +93,12 @@ func (b *Broker) onImage(prev, next *metadata.Image) {
 		return
 	}
 	b.reconcile(prev, next)
+	if !b.straysRemoved {
+		if br := next.Broker(b.cfg.NodeID); br != nil && !br.Fenced && br.Epoch == b.epoch.Load() {
+			b.straysRemoved = true
+			b.removeStrays(next)
+		}
+	}
 }
 
 // reconcile brings the local partitions in line with next. prev nil: everything.
@@ -121,6 +129,11 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 			}
 		}
 		configsChanged := old == nil || !equalConfigs(old.Configs, t.Configs)
+		settings, err := b.handler.TopicSettings(t.Configs) // once per topic, not per partition
+		if err != nil {
+			b.log.Error("resolving topic configs failed", "topic", t.Name, "err", err)
+			continue
+		}
 		for i := range t.Parts {
 			np := &t.Parts[i]
 			var op *metadata.Partition
@@ -130,7 +143,7 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 			if op != nil && samePartition(op, np) && !configsChanged {
 				continue
 			}
-			work = append(work, partitionWork{t, int32(i), np, slices.Contains(np.Replicas, local), configsChanged})
+			work = append(work, partitionWork{t, int32(i), np, slices.Contains(np.Replicas, local), configsChanged, settings})
 		}
 	}
 	b.reconcileAll(work)
@@ -143,17 +156,19 @@ type partitionWork struct {
 	np             *metadata.Partition
 	isReplica      bool
 	configsChanged bool
+	settings       replica.Settings // the topic's resolved configs
 }
 
-// reconcileWorkers bounds the partitions reconciled at once. Opening a new partition is
-// mostly waiting on the disk (creating its directory and files), so a topic of thousands of
-// partitions opens in parallel; each partition is touched by one worker only.
+// reconcileWorkers bounds the partitions reconciled at once; each partition is touched by one
+// worker only. Opening a new partition is mostly waiting on the disk (creating its directory
+// and files); the log managers still open one log at a time under their locks, so today the
+// workers overlap the rest (roles, epoch checkpoints, fetcher and coordinator changes).
 const reconcileWorkers = 16
 
 func (b *Broker) reconcileAll(work []partitionWork) {
 	if len(work) < 2*reconcileWorkers {
 		for _, w := range work {
-			b.reconcilePartition(w.t, w.idx, w.np, w.isReplica, w.configsChanged)
+			b.reconcilePartition(w)
 		}
 		return
 	}
@@ -164,7 +179,7 @@ func (b *Broker) reconcileAll(work []partitionWork) {
 		go func() {
 			defer wg.Done()
 			for w := range next {
-				b.reconcilePartition(w.t, w.idx, w.np, w.isReplica, w.configsChanged)
+				b.reconcilePartition(w)
 			}
 		}()
 	}
@@ -176,28 +191,24 @@ func (b *Broker) reconcileAll(work []partitionWork) {
 }
 
 // reconcilePartition applies one partition's registration to the local replica.
-func (b *Broker) reconcilePartition(t *metadata.Topic, idx int32, np *metadata.Partition, isReplica, configsChanged bool) {
+func (b *Broker) reconcilePartition(w partitionWork) {
+	t, idx, np := w.t, w.idx, w.np
 	local := b.cfg.NodeID
 	p := b.replicas.Get(t.Name, idx)
-	if !isReplica {
+	if !w.isReplica {
 		if p != nil {
 			b.removePartition(t.Name, idx, p)
 		}
 		return
 	}
 	if p == nil {
-		s, err := b.handler.TopicSettings(t.Configs)
-		if err == nil {
-			p, err = b.replicas.Open(t.Name, idx, s)
-		}
-		if err != nil {
+		var err error
+		if p, err = b.replicas.Open(t.Name, idx, w.settings); err != nil {
 			b.log.Error("opening partition failed", "topic", t.Name, "partition", idx, "err", err)
 			return
 		}
-	} else if configsChanged {
-		if s, err := b.handler.TopicSettings(t.Configs); err == nil {
-			p.Reconfigure(s)
-		}
+	} else if w.configsChanged {
+		p.Reconfigure(w.settings)
 	}
 	reg := replica.LeaderAndISR{
 		Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,

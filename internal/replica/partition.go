@@ -238,6 +238,10 @@ func (p *Partition) notify() {
 // watermark. The epoch cache (when open) drops the epochs wholly below the new start; followers
 // learn the new start from their fetches.
 func (p *Partition) SetLogStartOffset(offset int64) (int64, error) {
+	// Under mu, as appends and role changes: the leadership checked is the one the log start
+	// moves under (a MakeFollower and a follower truncation cannot come between).
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err := p.CheckLeader(-1); err != nil {
 		return 0, err
 	}
@@ -252,10 +256,7 @@ func (p *Partition) SetLogStartOffset(offset int64) (int64, error) {
 		if err := p.log.SetLogStartOffset(offset); err != nil {
 			return 0, err
 		}
-		p.mu.Lock()
-		c := p.mu.epochs
-		p.mu.Unlock()
-		if c != nil {
+		if c := p.mu.epochs; c != nil {
 			if err := c.TruncateFromStart(p.log.LogStartOffset()); err != nil {
 				return 0, err
 			}
