@@ -62,8 +62,10 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 	if f.rack != "" {
 		f.listener = h.listenerOf(c)
 	}
+	f.reread = false
 	for {
 		total, anyErr := f.read()
+		f.reread = true
 		if total >= int(req.MinBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
 			f.raw = Raw{Parts: f.enc.encode(req.Version, 0, f.topics), Done: f.done}
 			return Reply{Raw: &f.raw}
@@ -91,6 +93,9 @@ type fetch struct {
 	done      func()        // f.finish, bound once
 	ch        chan struct{} // wakes a parked fetch
 	timer     *time.Timer
+	// reread is set once the request has been read once: a parked follower fetch that wakes
+	// has recorded its position already, so it only re-checks the leadership, lock-free.
+	reread bool
 }
 
 // fetchPool holds answered fetches for reuse (its New is set in init: finish refers to it).
@@ -269,6 +274,13 @@ func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
 		if leads && f.rack != "" {
 			fp.preferred = preferredReadReplica(f.h, f.im, f.listener, f.rack, p, rp.FetchOffset)
 		}
+		return nil
+	}
+	if f.reread && p.CheckLeader(epoch) == nil {
+		// Woken from parking: the follower's position (recorded on the first read) and the
+		// divergence check (passed then) stand; only the log's bounds moved.
+		hw := p.HighWatermark()
+		fp.hw, fp.lso, fp.logStart, fp.end = hw, hw, p.Log().LogStartOffset(), p.Log().LogEndOffset()
 		return nil
 	}
 	lastFetched, logStart := int32(-1), int64(-1)
