@@ -621,7 +621,45 @@ func (n *Node) Stop() error {
 
 // Pause stops the process with SIGSTOP: it keeps its sockets but answers
 // nothing (a long GC pause, a hung machine) until Resume.
-func (n *Node) Pause() { n.signal(syscall.SIGSTOP) }
+//
+// It returns once the process is stopped (every thread, as /proc shows it): kill(2) returns
+// before the target's threads have taken the signal, and on a busy machine a "paused" node
+// could otherwise still answer a request the test sends right after.
+func (n *Node) Pause() {
+	n.signal(syscall.SIGSTOP)
+	pid := n.pid()
+	if pid == 0 {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !processStopped(pid) {
+		if time.Now().After(deadline) {
+			n.c.t.Fatalf("node %d not stopped 10s after SIGSTOP", n.ID)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// processStopped reports whether every thread of pid is stopped (state T in
+// /proc/<pid>/task/*/stat). Where /proc is missing it reports true.
+func processStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		// The state follows the parenthesised command name: "pid (comm) S ...".
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process with SIGCONT.
 func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
