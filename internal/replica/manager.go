@@ -175,38 +175,49 @@ func (m *Manager) publishLocked(topic string, part int32, p *Partition) {
 }
 
 // Open opens (creating if needed) a partition's log and rebuilds its producer state from the
-// newest snapshot plus the batches after it.
+// newest snapshot plus the batches after it. The disk work happens outside mu, so partitions
+// open in parallel; if two callers open the same partition, the first to publish wins and the
+// other gets its Partition (both wrap the one *storage.Log the log manager hands out).
 func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	k := tpKey{topic, part}
+	m.mu.Lock()
 	if p := m.mu.parts[k]; p != nil {
+		m.mu.Unlock()
 		return p, nil
 	}
+	m.mu.Unlock()
 	l, err := m.logs.GetOrCreate(topic, part, s.Log)
 	if err != nil {
 		return nil, err
 	}
 	p := &Partition{Topic: topic, Index: part, m: m, fs: m.fs, log: l}
 	p.settings.Store(&s)
-	if err := p.rebuildProducersLocked(); err != nil {
+	p.mu.Lock() // not shared yet; held for the *Locked helpers' contract
+	err = p.rebuildProducersLocked()
+	if err == nil {
+		if o := m.replication(); o != nil {
+			// A role comes from metadata. The high watermark is the checkpointed one: a
+			// restarted follower keeps its records above it (KIP-101) but does not expose them.
+			m.hws.Lock()
+			hw := min(max(m.hws.loaded[storage.TopicPartition{Topic: topic, Partition: part}], 0), l.LogEndOffset())
+			m.hws.Unlock()
+			p.hw.Store(hw)
+			l.SetHighWatermark(hw)
+			p.role.Store(&roleView{kind: roleNone, leader: -1, leaderEpoch: -1, partitionEpoch: -1})
+			_, err = p.epochsLocked()
+		} else {
+			p.hw.Store(l.LogEndOffset())
+			p.role.Store(&roleView{kind: roleSole, leader: -1, leaderEpoch: 0})
+		}
+	}
+	p.mu.Unlock()
+	if err != nil {
 		return nil, err
 	}
-	if o := m.replication(); o != nil {
-		// A role comes from metadata. The high watermark is the checkpointed one: a
-		// restarted follower keeps its records above it (KIP-101) but does not expose them.
-		m.hws.Lock()
-		hw := min(max(m.hws.loaded[storage.TopicPartition{Topic: topic, Partition: part}], 0), l.LogEndOffset())
-		m.hws.Unlock()
-		p.hw.Store(hw)
-		l.SetHighWatermark(hw)
-		p.role.Store(&roleView{kind: roleNone, leader: -1, leaderEpoch: -1, partitionEpoch: -1})
-		if _, err := p.epochsLocked(); err != nil {
-			return nil, err
-		}
-	} else {
-		p.hw.Store(l.LogEndOffset())
-		p.role.Store(&roleView{kind: roleSole, leader: -1, leaderEpoch: 0})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if q := m.mu.parts[k]; q != nil {
+		return q, nil
 	}
 	m.mu.parts[k] = p
 	m.publishLocked(topic, part, p)

@@ -40,7 +40,8 @@ type Manager struct {
 	mu struct {
 		sync.Mutex
 		logs           map[TopicPartition]*Log
-		onDisk         map[TopicPartition]bool // partition directories found at open, not deleted since
+		opening        map[TopicPartition]chan struct{} // logs being opened outside mu; closed when done
+		onDisk         map[TopicPartition]bool          // partition directories found at open, not deleted since
 		recoveryPoints map[TopicPartition]int64
 		startOffsets   map[TopicPartition]int64
 		meta           metaProperties
@@ -99,6 +100,7 @@ func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
 		return nil, err
 	}
 	m.mu.logs = make(map[TopicPartition]*Log)
+	m.mu.opening = make(map[TopicPartition]chan struct{})
 	m.mu.onDisk = make(map[TopicPartition]bool)
 	for _, e := range ents {
 		if !e.IsDir() {
@@ -189,39 +191,66 @@ func (m *Manager) partitionDir(tp TopicPartition) string { return filepath.Join(
 
 // GetOrCreate returns the open log of the partition, opening (and recovering) or creating it
 // with cfg. An already open log keeps its config: use Log.Reconfigure.
+//
+// The opening (file creation, recovery, the directory fsync) happens outside mu, so many
+// partitions open at once; a second caller for the same partition waits for the first
+// (opening[tp]), and Delete waits for an opening in progress before it removes the directory.
 func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, error) {
 	tp := TopicPartition{topic, partition}
 	if topic == "" || partition < 0 || strings.ContainsAny(topic, "/\\ \n") || topic == "." || topic == ".." {
 		return nil, fmt.Errorf("storage: bad partition %q %d", topic, partition)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.closed {
-		return nil, ErrLogClosed
-	}
-	if l := m.mu.logs[tp]; l != nil {
+	for {
+		m.mu.Lock()
+		if m.mu.closed {
+			m.mu.Unlock()
+			return nil, ErrLogClosed
+		}
+		if l := m.mu.logs[tp]; l != nil {
+			m.mu.Unlock()
+			return l, nil
+		}
+		if ch := m.mu.opening[tp]; ch != nil {
+			m.mu.Unlock()
+			<-ch
+			continue
+		}
+		done := make(chan struct{})
+		m.mu.opening[tp] = done
+		existed := m.mu.onDisk[tp]
+		opt := OpenOptions{
+			RecoveryPoint:  m.mu.recoveryPoints[tp],
+			LogStartOffset: m.mu.startOffsets[tp],
+			Clean:          m.clean || !existed,
+			Now:            m.Now,
+			Logger:         m.logger,
+		}
+		m.mu.Unlock()
+
+		l, err := Open(m.fs, m.partitionDir(tp), cfg, opt)
+		if err == nil && !existed {
+			if err = m.fs.SyncDir(m.dir); err != nil {
+				err = errors.Join(err, l.Close())
+			}
+		}
+
+		m.mu.Lock()
+		delete(m.mu.opening, tp)
+		close(done)
+		switch {
+		case err != nil:
+		case m.mu.closed:
+			err = errors.Join(ErrLogClosed, l.Close())
+		default:
+			m.mu.logs[tp] = l
+			m.mu.onDisk[tp] = true
+		}
+		m.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		return l, nil
 	}
-	existed := m.mu.onDisk[tp]
-	opt := OpenOptions{
-		RecoveryPoint:  m.mu.recoveryPoints[tp],
-		LogStartOffset: m.mu.startOffsets[tp],
-		Clean:          m.clean || !existed,
-		Now:            m.Now,
-		Logger:         m.logger,
-	}
-	l, err := Open(m.fs, m.partitionDir(tp), cfg, opt)
-	if err != nil {
-		return nil, err
-	}
-	if !existed {
-		if err := m.fs.SyncDir(m.dir); err != nil {
-			return nil, errors.Join(err, l.Close())
-		}
-	}
-	m.mu.logs[tp] = l
-	m.mu.onDisk[tp] = true
-	return l, nil
 }
 
 // Get returns the open log of the partition, or nil.
@@ -265,6 +294,12 @@ func (m *Manager) Existing() []TopicPartition {
 func (m *Manager) Delete(topic string, partition int32) error {
 	tp := TopicPartition{topic, partition}
 	m.mu.Lock()
+	for m.mu.opening[tp] != nil { // an opening in progress creates files in the directory
+		ch := m.mu.opening[tp]
+		m.mu.Unlock()
+		<-ch
+		m.mu.Lock()
+	}
 	defer m.mu.Unlock()
 	var err error
 	if l := m.mu.logs[tp]; l != nil {
