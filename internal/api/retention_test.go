@@ -105,11 +105,14 @@ func TestRetentionBytesDeletesOldSegments(t *testing.T) {
 	// ~270-byte batches (one record each, uncompressed), three to a 1 KiB segment: 40
 	// batches make 14 segments, and keeping at least 2 KiB keeps the last three or four.
 	var earliest int64
+	var segs []int64
 	waitFor(t, 10*time.Second, "retention.bytes to delete old segments", func() bool {
+		// Files first: the log start moves before the deleted segments' files go, so an
+		// earliest read after the listing is at least the listing's first segment.
+		segs = segmentFiles(t, b.Dir, "bysize", 0)
 		earliest = listOffsetsOffset(t, cl, "bysize", 0, -2)
-		return len(segmentFiles(t, b.Dir, "bysize", 0)) <= 4 && earliest > 0
+		return len(segs) <= 4 && earliest > 0 && earliest == segs[0]
 	})
-	segs := segmentFiles(t, b.Dir, "bysize", 0)
 	if earliest != segs[0] {
 		t.Fatalf("ListOffsets earliest %d, but the first segment on disk starts at %d (%v)", earliest, segs[0], segs)
 	}

@@ -778,7 +778,7 @@ func holdPorts(t testing.TB, n int) (ports []int, release func()) {
 		held = nil
 	}
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenFixedPort()
 		if err != nil {
 			release()
 			t.Fatal(err)
