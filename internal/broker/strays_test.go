@@ -20,7 +20,7 @@ func TestStrayPartitionDirectoriesRemovedAtStart(t *testing.T) {
 	b := testutil.StartBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
