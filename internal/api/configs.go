@@ -122,6 +122,27 @@ func (h *Handler) checkConfigResources(keys []configKey, next []func(map[string]
 	return wants, errs
 }
 
+// forwardCheckedConfigs forwards, as fwd, the resources whose local check passed (errs[i] ==
+// nil; add(i) appends resource i to fwd) and sets their errors from the controller's answer.
+// AlterConfigs and IncrementalAlterConfigs share it; only their resource types differ.
+func (h *Handler) forwardCheckedConfigs(ctx context.Context, fwd kmsg.Request, add func(i int), keys []configKey, wants []map[string]string, errs []error, validateOnly bool) {
+	var idx []int
+	var fwdKeys []configKey
+	var fwdWants []map[string]string
+	for i := range keys {
+		if errs[i] == nil {
+			add(i)
+			idx, fwdKeys, fwdWants = append(idx, i), append(fwdKeys, keys[i]), append(fwdWants, wants[i])
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	for j, err := range h.forwardConfigs(ctx, fwd, fwdKeys, fwdWants, validateOnly) {
+		errs[idx[j]] = err
+	}
+}
+
 // forwardConfigs sends fwd (an AlterConfigs or IncrementalAlterConfigs request holding
 // exactly the resources keys, in order) to the controller and returns its answer for each.
 // Unless validateOnly, it then waits, at most configVisibleTimeout, until this broker's

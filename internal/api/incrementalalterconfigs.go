@@ -28,20 +28,7 @@ func handleIncrementalAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r k
 	fwd := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	fwd.SetVersion(req.Version)
 	fwd.ValidateOnly = req.ValidateOnly
-	var fwdIdx []int
-	var fwdKeys []configKey
-	var fwdWants []map[string]string
-	for i, rr := range req.Resources {
-		if errs[i] == nil {
-			fwd.Resources = append(fwd.Resources, rr)
-			fwdIdx, fwdKeys, fwdWants = append(fwdIdx, i), append(fwdKeys, keys[i]), append(fwdWants, wants[i])
-		}
-	}
-	if len(fwdIdx) > 0 {
-		for j, err := range h.forwardConfigs(ctx, fwd, fwdKeys, fwdWants, req.ValidateOnly) {
-			errs[fwdIdx[j]] = err
-		}
-	}
+	h.forwardCheckedConfigs(ctx, fwd, func(i int) { fwd.Resources = append(fwd.Resources, req.Resources[i]) }, keys, wants, errs, req.ValidateOnly)
 	for i, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
