@@ -62,48 +62,71 @@ func ReadCheckpoint(fs FS, path string) (map[TopicPartition]int64, error) {
 }
 
 func parseCheckpoint(data []byte) (map[TopicPartition]int64, error) {
+	var m map[TopicPartition]int64
+	err := scanCheckpoint(data, 3, func(n int) { m = make(map[TopicPartition]int64, min(n, 1<<16)) }, func(f []string) error {
+		p, err1 := strconv.ParseInt(f[1], 10, 32)
+		o, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || p < 0 {
+			return errBadEntry
+		}
+		m[TopicPartition{f[0], int32(p)}] = o
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: malformed checkpoint file, %w", err)
+	}
+	return m, nil
+}
+
+// errBadEntry is what an entry parser returns for an entry it refuses (scanCheckpoint names
+// the line).
+var errBadEntry = errors.New("bad entry")
+
+// scanCheckpoint reads Kafka's checkpoint framing, shared by the offset checkpoints and the
+// leader-epoch-checkpoint: a version line "0", an entry count, then that many lines of fields
+// fields each (whitespace-separated), and nothing after. start is told the count before the
+// first entry; entry parses one entry's fields. Errors name the line.
+func scanCheckpoint(data []byte, fields int, start func(n int), entry func(f []string) error) error {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	line := 0
 	next := func() (string, bool) {
-		for sc.Scan() {
+		if sc.Scan() {
 			line++
 			return strings.TrimSpace(sc.Text()), true
 		}
 		return "", false
 	}
-	bad := func(why string) error {
-		return fmt.Errorf("storage: malformed checkpoint file, line %d: %s", line, why)
-	}
+	bad := func(why string) error { return fmt.Errorf("line %d: %s", line, why) }
 	v, ok := next()
 	if !ok || v != "0" {
-		return nil, bad(fmt.Sprintf("version %q, want 0", v))
+		return bad(fmt.Sprintf("version %q, want 0", v))
 	}
 	c, ok := next()
 	n, err := strconv.Atoi(c)
 	if !ok || err != nil || n < 0 {
-		return nil, bad(fmt.Sprintf("entry count %q", c))
+		return bad(fmt.Sprintf("entry count %q", c))
 	}
-	m := make(map[TopicPartition]int64, min(n, 1<<16))
-	for range n {
+	start(n)
+	for i := range n {
 		s, ok := next()
 		if !ok {
-			return nil, bad(fmt.Sprintf("%d entries, expected %d", len(m), n))
+			return bad(fmt.Sprintf("%d entries, expected %d", i, n))
 		}
 		f := strings.Fields(s)
-		if len(f) != 3 {
-			return nil, bad(fmt.Sprintf("entry %q", s))
+		if len(f) != fields {
+			return bad(fmt.Sprintf("entry %q", s))
 		}
-		p, err1 := strconv.ParseInt(f[1], 10, 32)
-		o, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || p < 0 {
-			return nil, bad(fmt.Sprintf("entry %q", s))
+		if err := entry(f); err != nil {
+			if errors.Is(err, errBadEntry) {
+				return bad(fmt.Sprintf("entry %q", s))
+			}
+			return bad(fmt.Sprintf("entry %q: %v", s, err))
 		}
-		m[TopicPartition{f[0], int32(p)}] = o
 	}
 	if s, ok := next(); ok && s != "" {
-		return nil, bad("trailing data")
+		return bad("trailing data")
 	}
-	return m, sc.Err()
+	return sc.Err()
 }
 
 // WriteCheckpoint durably replaces the checkpoint file dir/name with m (see ReadCheckpoint for

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -438,52 +436,21 @@ func readEpochCheckpoint(fs FS, path string) ([]EpochEntry, error) {
 // parseEpochCheckpoint parses the file format in the package comment above, checking that
 // the entries are well ordered.
 func parseEpochCheckpoint(data []byte) ([]EpochEntry, error) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	line := 0
-	next := func() (string, bool) {
-		if sc.Scan() {
-			line++
-			return strings.TrimSpace(sc.Text()), true
-		}
-		return "", false
-	}
-	bad := func(why string) error {
-		return fmt.Errorf("%w: line %d: %s", errMalformedEpochCheckpoint, line, why)
-	}
-	v, ok := next()
-	if !ok || v != "0" {
-		return nil, bad(fmt.Sprintf("version %q, want 0", v))
-	}
-	cs, ok := next()
-	n, err := strconv.Atoi(cs)
-	if !ok || err != nil || n < 0 {
-		return nil, bad(fmt.Sprintf("entry count %q", cs))
-	}
-	es := make([]EpochEntry, 0, min(n, 1024))
-	for range n {
-		s, ok := next()
-		if !ok {
-			return nil, bad(fmt.Sprintf("%d entries, expected %d", len(es), n))
-		}
-		f := strings.Fields(s)
-		if len(f) != 2 {
-			return nil, bad(fmt.Sprintf("entry %q", s))
-		}
+	var es []EpochEntry
+	err := scanCheckpoint(data, 2, func(n int) { es = make([]EpochEntry, 0, min(n, 1024)) }, func(f []string) error {
 		ep, err1 := strconv.ParseInt(f[0], 10, 32)
 		off, err2 := strconv.ParseInt(f[1], 10, 64)
 		if err1 != nil || err2 != nil || ep < 0 || off < 0 {
-			return nil, bad(fmt.Sprintf("entry %q", s))
+			return errBadEntry
 		}
 		e := EpochEntry{int32(ep), off}
 		if k := len(es); k > 0 && (e.Epoch <= es[k-1].Epoch || e.StartOffset <= es[k-1].StartOffset) {
-			return nil, bad(fmt.Sprintf("entry %q does not follow %d %d", s, es[k-1].Epoch, es[k-1].StartOffset))
+			return fmt.Errorf("does not follow %d %d", es[k-1].Epoch, es[k-1].StartOffset)
 		}
 		es = append(es, e)
-	}
-	if s, ok := next(); ok && s != "" {
-		return nil, bad("trailing data")
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errMalformedEpochCheckpoint, err)
 	}
 	return es, nil
