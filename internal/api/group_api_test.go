@@ -233,8 +233,14 @@ func TestGroupAPIs(t *testing.T) {
 	if ra2.Generation != 2 || rb.Generation != 2 {
 		t.Fatalf("generation 2: a %+v b %+v", ra2, rb)
 	}
-	go rawSync(bc, "g", rb.MemberID, 2, nil)
+	// b's sync parks until the leader's arrives, so it runs on its own goroutine; the
+	// test waits for its answer, or the cleanup could close bc under it.
+	bs := make(chan *kmsg.SyncGroupResponse, 1)
+	go func() { bs <- rawSync(bc, "g", rb.MemberID, 2, nil) }()
 	rawSync(a, "g", ra.MemberID, 2, map[string][]byte{ra.MemberID: []byte("p0"), rb.MemberID: {}})
+	if r := <-bs; r.ErrorCode != 0 {
+		t.Fatalf("sync b: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
 
 	wantErr("commit from an unknown member", rawCommit(admin, 9, "g", "intruder", 2, "t", 99), kerr.UnknownMemberID)
 	wantErr("commit from the old generation", rawCommit(admin, 9, "g", ra.MemberID, 1, "t", 99), kerr.IllegalGeneration)
