@@ -69,14 +69,14 @@ func (sf *sourceFetcher) run(ctx context.Context) {
 	}()
 	backoff := time.Duration(sf.f.o.BackoffMs) * time.Millisecond
 	for ctx.Err() == nil {
-		epochs, lists, fetches := sf.next()
+		epochs, lists, fetches, wait := sf.next()
 		if len(epochs)+len(lists)+len(fetches) == 0 {
-			// Every partition is backing off or fenced: look again after a back-off, or
-			// sooner when Follow changes the set.
+			// Every partition is backing off or fenced: look again when the first back-off
+			// ends (at most a whole back-off), or sooner when Follow changes the set.
 			select {
 			case <-ctx.Done():
 			case <-sf.wake:
-			case <-time.After(backoff):
+			case <-time.After(min(wait, backoff)):
 			}
 			continue
 		}
@@ -96,13 +96,18 @@ func (sf *sourceFetcher) run(ctx context.Context) {
 	}
 }
 
-// next asks every partition's core for its request, by kind.
-func (sf *sourceFetcher) next() (epochs, lists, fetches []roundPart) {
+// next asks every partition's core for its request, by kind, and says how long until the
+// first partition that is backing off has one (an hour when none is).
+func (sf *sourceFetcher) next() (epochs, lists, fetches []roundPart, wait time.Duration) {
 	now := sf.f.nowMs()
+	wait = time.Hour
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	for _, st := range sf.mu.parts {
 		req := st.core.Next(st.p.LocalLog(), now)
+		if at := st.core.WakeAtMs(now); at >= 0 {
+			wait = min(wait, time.Duration(at-now)*time.Millisecond)
+		}
 		switch req.Kind {
 		case RequestFetch:
 			fetches = append(fetches, roundPart{st, req})
@@ -112,7 +117,7 @@ func (sf *sourceFetcher) next() (epochs, lists, fetches []roundPart) {
 			lists = append(lists, roundPart{st, req})
 		}
 	}
-	return epochs, lists, fetches
+	return epochs, lists, fetches, wait
 }
 
 // round sends the round's requests and applies the answers. An error is the connection's or

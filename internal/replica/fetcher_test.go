@@ -195,12 +195,19 @@ func TestFetcherBacksOffThenRecovers(t *testing.T) {
 	waitFor(t, 10*time.Second, "catch up", func() bool { return caughtUp(s, r) })
 
 	// The leader answers NOT_LEADER_OR_FOLLOWER (it has not seen the metadata yet): the
-	// partition is retried once per back-off.
+	// partition is retried after quickRetryMs, doubling up to the back-off (100 ms here):
+	// 10, 20, 40, 80, 100, 100 ms.
 	s.partErr.Store(int32(kerr.NotLeaderForPartition.Code))
 	from := len(s.fetchTimes(tp{"t", 0}))
 	produceN(s, "t", 0, 2, "n")
-	waitFor(t, 10*time.Second, "four failed fetches", func() bool { return len(s.fetchTimes(tp{"t", 0})) >= from+5 })
-	gapsAtLeast(t, "failed fetch", s.fetchTimes(tp{"t", 0})[from+1:], 90*time.Millisecond)
+	waitFor(t, 10*time.Second, "seven failed fetches", func() bool { return len(s.fetchTimes(tp{"t", 0})) >= from+8 })
+	failed := s.fetchTimes(tp{"t", 0})[from+1:]
+	for i := 1; i < len(failed); i++ {
+		want := min(100, quickRetryMs<<(i-1))
+		if gap := failed[i].Sub(failed[i-1]); gap < time.Duration(want-2)*time.Millisecond {
+			t.Fatalf("failed fetch %d came %v after the one before, want at least %d ms", i, gap, want)
+		}
+	}
 	s.partErr.Store(0)
 	waitFor(t, 10*time.Second, "catch up after the error", func() bool { return caughtUp(s, r) })
 	if n := len(dialed()); n < 5 {

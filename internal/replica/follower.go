@@ -129,6 +129,14 @@ func (a FollowerAction) Empty() bool {
 	return a.TruncateFullyAt < 0 && a.TruncateTo < 0 && len(a.Append) == 0 && a.HighWatermark < 0 && a.LogStartOffset < 0
 }
 
+// quickRetryMs is the first pause after the leader answered that it is not yet the leader of
+// the epoch this follower asks about (UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER). Both
+// brokers learn a leadership from the same metadata record, so the leader is usually only
+// milliseconds behind; the pause doubles with each such answer up to replica.fetch.backoff.ms.
+// Waiting the whole back-off (1 s by default) at once held acks=all writes for a second after
+// a controlled shutdown whenever the remaining follower asked the new leader first.
+const quickRetryMs = 10
+
 // Follower is the follower-side state of one partition.
 type Follower struct {
 	cfg          FollowerConfig
@@ -136,6 +144,7 @@ type Follower struct {
 	leaderEpoch  int32
 	phase        FollowerPhase
 	delayUntilMs int64
+	behind       int // answers in a row saying the leader is behind (the quick retry's exponent)
 }
 
 // NewFollower starts following leader in leaderEpoch. The local log is not truncated: the
@@ -148,7 +157,7 @@ func NewFollower(cfg FollowerConfig, leader, leaderEpoch int32, local LocalLog) 
 }
 
 func (f *Follower) start(local LocalLog) FollowerAction {
-	f.delayUntilMs = 0
+	f.delayUntilMs, f.behind = 0, 0
 	f.phase = PhaseFetching
 	if f.cfg.UseOffsetForLeaderEpoch {
 		f.phase = PhaseTruncating
@@ -175,6 +184,15 @@ func (f *Follower) UpdateLeader(leader, leaderEpoch int32, local LocalLog) (appl
 func (f *Follower) Leader() int32        { return f.leader }
 func (f *Follower) LeaderEpoch() int32   { return f.leaderEpoch }
 func (f *Follower) Phase() FollowerPhase { return f.phase }
+
+// WakeAtMs is when a follower that is backing off has its next request, or -1 when it is
+// not backing off (it has a request now, or it is fenced until metadata changes).
+func (f *Follower) WakeAtMs(nowMs int64) int64 {
+	if f.phase == PhaseFenced || nowMs >= f.delayUntilMs {
+		return -1
+	}
+	return f.delayUntilMs
+}
 
 // Next is the request to make for this partition now (RequestNone while backing off or
 // fenced).
@@ -215,6 +233,7 @@ func (f *Follower) HandleFetch(req FollowerRequest, ans FetchAnswer, local Local
 	if ans.Err != nil {
 		return NoAction(), f.answerError(ans.Err, nowMs)
 	}
+	f.behind = 0
 	if d := ans.DivergingEpoch; d != nil {
 		off, _ := truncationOffset(local, *d)
 		// Complete or not, keep fetching: the next fetch carries the new last epoch, and the
@@ -270,6 +289,7 @@ func (f *Follower) HandleEpochEndOffset(req FollowerRequest, ans EpochEndOffset,
 	if err != nil {
 		return NoAction(), f.answerError(err, nowMs)
 	}
+	f.behind = 0
 	off, complete := truncationOffset(local, ans)
 	if complete {
 		f.phase = PhaseFetching
@@ -291,6 +311,7 @@ func (f *Follower) HandleLeaderOffsets(req FollowerRequest, leaderStart, leaderE
 	if err != nil {
 		return NoAction(), f.answerError(err, nowMs)
 	}
+	f.behind = 0
 	f.phase = PhaseFetching
 	act := NoAction()
 	switch {
@@ -305,17 +326,25 @@ func (f *Follower) HandleLeaderOffsets(req FollowerRequest, leaderStart, leaderE
 
 // answerError moves the follower on after a failed request: FENCED_LEADER_EPOCH stops it
 // until metadata brings a newer epoch; OFFSET_OUT_OF_RANGE on a fetch asks for the leader's
-// offsets; anything else backs off. The error is returned for the caller to log.
+// offsets; UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER (the leader has not applied the
+// metadata yet) retry soon, then less and less often (quickRetryMs); anything else
+// (UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, a network error) backs off. The error
+// is returned for the caller to log.
 func (f *Follower) answerError(err error, nowMs int64) error {
 	switch {
 	case errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, ErrFencedLeaderEpoch):
 		f.phase = PhaseFenced
 	case (errors.Is(err, kerr.OffsetOutOfRange) || errors.Is(err, storage.ErrOffsetOutOfRange)) && f.phase == PhaseFetching:
 		f.phase = PhaseOutOfRange
+	case errors.Is(err, kerr.UnknownLeaderEpoch) || errors.Is(err, ErrUnknownLeaderEpoch) ||
+		errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, ErrNotLeaderOrFollower):
+		delay := f.cfg.BackoffMs
+		if f.behind < 20 && quickRetryMs<<f.behind < delay {
+			delay = quickRetryMs << f.behind
+		}
+		f.behind++
+		f.delayUntilMs = nowMs + delay
 	default:
-		// UNKNOWN_LEADER_EPOCH (the leader has not seen the metadata yet),
-		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, a network
-		// error: try again later.
 		f.delayUntilMs = nowMs + f.cfg.BackoffMs
 	}
 	return err

@@ -456,3 +456,52 @@ func TestFollowerFormerLeaderWithEmptyEpoch(t *testing.T) {
 		})
 	}
 }
+
+// A leader that has not applied the metadata yet (UNKNOWN_LEADER_EPOCH,
+// NOT_LEADER_OR_FOLLOWER) is asked again soon, then less and less often up to the back-off;
+// an answer resets the pause. Other errors wait the whole back-off.
+func TestFollowerRetriesALeaderBehindSoon(t *testing.T) {
+	l, f := pair(t, FollowerConfig{BackoffMs: 1000})
+	now := int64(1_000_000)
+	l.lead(regAB(1, 3, 1, 2), now)
+	l.produce(now, "a")
+	f.follow(1, 3)
+
+	behind := func(err error) int64 {
+		t.Helper()
+		req := f.follower.Next(f.local(), now)
+		if req.Kind != RequestFetch {
+			t.Fatalf("no fetch at %d: %+v", now, req)
+		}
+		if _, e := f.follower.HandleFetch(req, FetchAnswer{Err: err}, f.local(), now); !errors.Is(e, err) {
+			t.Fatal(e)
+		}
+		at := f.follower.WakeAtMs(now)
+		if at < 0 || f.follower.Next(f.local(), at-1).Kind != RequestNone {
+			t.Fatalf("no pause after %v", err)
+		}
+		pause := at - now
+		now = at
+		return pause
+	}
+	var pauses []int64
+	for _, err := range []error{kerr.UnknownLeaderEpoch, kerr.NotLeaderForPartition, kerr.UnknownLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.UnknownLeaderEpoch} {
+		pauses = append(pauses, behind(err))
+	}
+	if want := []int64{10, 20, 40, 80, 160, 320, 640, 1000}; !slices.Equal(pauses, want) {
+		t.Fatalf("pauses %v, want %v", pauses, want)
+	}
+
+	// The leader answers: the next time it is behind, the pause starts short again.
+	f.fetchRound(l, now)
+	if f.log.LogEndOffset() != 1 {
+		t.Fatalf("LEO %d after the answer", f.log.LogEndOffset())
+	}
+	if p := behind(kerr.NotLeaderForPartition); p != 10 {
+		t.Fatalf("pause after an answer: %d", p)
+	}
+	// Any other error waits the whole back-off.
+	if p := behind(kerr.KafkaStorageError); p != 1000 {
+		t.Fatalf("pause after KAFKA_STORAGE_ERROR: %d", p)
+	}
+}
