@@ -31,9 +31,9 @@ import (
 // Errors:
 //   - a partition's error goes to its core: FENCED_LEADER_EPOCH stops the partition until
 //     Follow brings a newer epoch; OFFSET_OUT_OF_RANGE makes the core ask ListOffsets;
-//     NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and the rest back the partition off for
-//     BackoffMs (the leader may be about to learn the metadata this broker acted on, as Kafka
-//     retries a failed partition after replica.fetch.backoff.ms);
+//     NOT_LEADER_OR_FOLLOWER and UNKNOWN_LEADER_EPOCH (the leader has not applied the
+//     metadata this broker acted on) retry the partition after 10 ms, doubling up to
+//     BackoffMs; the rest back it off for BackoffMs (Kafka's replica.fetch.backoff.ms);
 //   - a connection or whole-request error drops the connection; the goroutine waits BackoffMs,
 //     redials (the leader's address is looked up again) and retries every partition. A
 //     failing leader costs one attempt per BackoffMs, never a busy loop;
@@ -42,6 +42,12 @@ import (
 //
 // A trailing partial batch (a leader cuts the last batch at max bytes) is never appended: the
 // core keeps whole batches only.
+//
+// A partition followed (or restarted in a newer epoch) while the round's Fetch waits at the
+// leader (up to MaxWaitMs) interrupts that Fetch, at the earliest minInterruptAge after it was
+// sent, so the next round carries the partition at once: a follower that joins a new leader's
+// ISR holds that leader's acks=all writes until it fetches. Kafka's fetcher thread picks new
+// partitions up only after the fetch in flight returns.
 //
 // Throttle (follower.replication.throttled.rate, Kafka's follower quota): the bytes that
 // throttled replicas (Throttled: follower.replication.throttled.replicas) receive draw on one
@@ -190,6 +196,7 @@ func (f *Fetchers) follow(p followed, leader, leaderEpoch int32) {
 			_, act := st.core.UpdateLeader(leader, leaderEpoch, p.LocalLog())
 			st.leaderHW = -1
 			cur.applyLocked(st, act)
+			cur.interruptLocked()
 			cur.mu.Unlock()
 			cur.poke()
 			return
@@ -207,6 +214,7 @@ func (f *Fetchers) follow(p followed, leader, leaderEpoch int32) {
 	sf.mu.Lock()
 	sf.mu.parts[p] = st
 	sf.applyLocked(st, act)
+	sf.interruptLocked()
 	sf.mu.Unlock()
 	f.mu.of[p] = sf
 	sf.poke()

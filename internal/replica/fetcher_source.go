@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,7 +29,41 @@ type sourceFetcher struct {
 	mu struct {
 		sync.Mutex
 		parts map[followed]*fetchState
+		fetch *parkedFetch // the Fetch in flight (it may wait at the leader); nil otherwise
 	}
+}
+
+// minInterruptAge is how long a Fetch waiting at the leader runs before a newly followed
+// partition interrupts it (interruptLocked): partitions followed in a burst (a broker's
+// leaderships moving) join the next round together, and the connection is redialled at most
+// once per minInterruptAge.
+const minInterruptAge = 20 * time.Millisecond
+
+// parkedFetch is a round's Fetch request in flight. Guarded by sourceFetcher.mu.
+type parkedFetch struct {
+	cancel      context.CancelFunc
+	started     time.Time
+	interrupted bool // cancelled, or to be cancelled at started+minInterruptAge
+}
+
+// errFetchInterrupted ends a round whose Fetch a newly followed partition interrupted.
+var errFetchInterrupted = errors.New("replica: fetch interrupted to add partitions")
+
+// interruptLocked cancels the Fetch in flight, if any, so a partition just followed need not
+// wait up to replica.fetch.wait.max.ms for the leader to answer a request without it (a
+// follower joining a new leader's ISR holds that leader's acks=all writes until it fetches).
+// The cancelled request takes its connection with it; the next round redials. Holding sf.mu.
+func (sf *sourceFetcher) interruptLocked() {
+	pf := sf.mu.fetch
+	if pf == nil || pf.interrupted {
+		return
+	}
+	pf.interrupted = true
+	if wait := minInterruptAge - time.Since(pf.started); wait > 0 {
+		time.AfterFunc(wait, pf.cancel)
+		return
+	}
+	pf.cancel()
 }
 
 // fetchState is one followed partition in a source fetcher. Guarded by sourceFetcher.mu; a
@@ -81,8 +116,8 @@ func (sf *sourceFetcher) run(ctx context.Context) {
 			continue
 		}
 		err := sf.round(ctx, epochs, lists, fetches)
-		if err == nil || ctx.Err() != nil {
-			continue
+		if err == nil || ctx.Err() != nil || errors.Is(err, errFetchInterrupted) {
+			continue // an interrupted fetch's connection is dead: the next round redials
 		}
 		sf.log.Info("replica fetch from leader failed; retrying after the back-off", "err", err, "backoff", backoff)
 		if sf.conn != nil {
@@ -352,8 +387,21 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
 		p.PartitionMaxBytes = o.MaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	kresp, err := sf.request(ctx, req, o.MaxWaitMs)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pf := &parkedFetch{cancel: cancel, started: time.Now()}
+	sf.mu.Lock()
+	sf.mu.fetch = pf
+	sf.mu.Unlock()
+	kresp, err := sf.request(fctx, req, o.MaxWaitMs)
+	sf.mu.Lock()
+	sf.mu.fetch = nil
+	interrupted := pf.interrupted
+	sf.mu.Unlock()
 	if err != nil {
+		if interrupted && ctx.Err() == nil && fctx.Err() != nil {
+			return errFetchInterrupted
+		}
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
