@@ -4,9 +4,9 @@
 // Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), report ISR changes
 // (AlterPartition), get producer id blocks (AllocateProducerIds) and forward admin requests
 // (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-// ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments) here; each becomes
-// one command of the state machine (package state) run by the quorum on the active
-// controller. Any other controller answers them with NOT_CONTROLLER in every error field of
+// ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker)
+// here; each becomes one command of the state machine (package state) run by the quorum on
+// the active controller. Any other controller answers them with NOT_CONTROLLER in every error field of
 // the response, and DescribeQuorum tells the client which controller is active.
 //
 // Every controller, active or not, serves the metadata log from its own applied state:
@@ -100,6 +100,7 @@ func init() {
 		kmsg.ElectLeaders.Int16():               {0, 2, handleElectLeaders},
 		kmsg.AlterPartitionAssignments.Int16():  {0, 1, handleAlterPartitionAssignments},
 		kmsg.ListPartitionReassignments.Int16(): {0, 0, handleListPartitionReassignments},
+		kmsg.UnregisterBroker.Int16():           {0, 0, handleUnregisterBroker},
 		kmsg.Fetch.Int16():                      {12, 17, handleFetch},
 		kmsg.FetchSnapshot.Int16():              {0, 1, handleFetchSnapshot},
 	}
