@@ -329,8 +329,10 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 		return err
 	}
 	timeoutMs := c.cfg.CommitTimeoutMs
-	// Any epoch: Elect/Resign keep the shard in step with leadership.
-	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, -1, true, timeoutMs)
+	// In the shard's epoch: once the partition has moved on to a newer term, the partition
+	// refuses the append (ErrFencedLeaderEpoch) even if the broker's Resign has not reached
+	// this shard yet, so a stale coordinator never writes.
+	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, timeoutMs)
 	if err == nil && res.Wait != nil {
 		err = awaitCommit(sh.ctx, res.Wait, time.Duration(timeoutMs)*time.Millisecond+time.Second)
 	}
@@ -353,9 +355,10 @@ func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration)
 }
 
 // appendError names an append failure with the Kafka error the core maps (groupWriteError,
-// offsetWriteError): a partition this broker no longer leads (or whose log was closed under
-// it, the partition moved or deleted) is NOT_LEADER_OR_FOLLOWER, which requests see as
-// NOT_COORDINATOR.
+// offsetWriteError): a partition this broker no longer leads, or leads in another epoch than
+// the shard was elected in, or whose log was closed under it (the partition moved or was
+// deleted) is NOT_LEADER_OR_FOLLOWER, which requests see as NOT_COORDINATOR, as Kafka's
+// coordinator answers a write to a partition it no longer leads.
 func appendError(err error) error {
 	var code *kerr.Error
 	switch {
@@ -364,7 +367,7 @@ func appendError(err error) error {
 	case errors.As(err, &code):
 		return err
 	case errors.Is(err, replica.ErrNotLeaderOrFollower), errors.Is(err, replica.ErrFencedLeaderEpoch),
-		errors.Is(err, storage.ErrLogClosed):
+		errors.Is(err, replica.ErrUnknownLeaderEpoch), errors.Is(err, storage.ErrLogClosed):
 		code = kerr.NotLeaderForPartition
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		code = kerr.NotEnoughReplicas

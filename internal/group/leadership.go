@@ -24,6 +24,12 @@ import (
 // nothing. A Resign is ignored when its epoch is older than the shard's, a stale report of
 // an earlier term. An Elect in a newer epoch while a shard is loaded replaces it (the log may
 // have changed while another broker led the partition, so the groups are loaded again).
+//
+// Fencing does not rest on the reports arriving in time: a shard appends in the leader epoch
+// it was elected in, and the partition refuses an append in an epoch other than its own
+// (replica.ErrFencedLeaderEpoch). A shard whose partition has moved on to a newer term, its
+// Resign still on the way, writes nothing; its requests are answered NOT_COORDINATOR. On a
+// single node the partitions have no epochs to fence by (singleNodeEpoch is never refused).
 
 // singleNodeEpoch is the leader epoch of every partition on a single node, as the produce
 // path appends with.

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/group"
+	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
@@ -203,7 +205,16 @@ func TestConsumerSurvivesCoordinatorMove(t *testing.T) {
 	}
 
 	groups := b.Handler().Groups
-	groups.Resign(0, 1)
+	offsets := b.Handler().Replicas.Get(group.TopicName, 0)
+	leader, epoch, _ := offsets.Role()
+	// The partition moves to broker 2 in the next leader epoch and back in the one after, as
+	// the broker's metadata loop applies it: the coordinator's appends carry the epoch it was
+	// elected in, which the partition checks.
+	away := replica.LeaderAndISR{Leader: 2, LeaderEpoch: epoch + 1, PartitionEpoch: epoch + 1, Replicas: []int32{leader, 2}, ISR: []int32{2}}
+	if err := offsets.MakeFollower(away); err != nil {
+		t.Fatal(err)
+	}
+	groups.Resign(0, epoch+1)
 	produce(5)
 	consume(cl, 5) // fetching needs no coordinator
 	before := finds.n.Load()
@@ -211,7 +222,11 @@ func TestConsumerSurvivesCoordinatorMove(t *testing.T) {
 	go func() { done <- cl.CommitUncommittedOffsets(ctx) }()
 	// The commit meets NOT_COORDINATOR: the client looks the coordinator up again.
 	waitUntil(t, "client re-finding its coordinator", func() bool { return finds.n.Load() > before })
-	groups.Elect(0, 2)
+	back := replica.LeaderAndISR{Leader: leader, LeaderEpoch: epoch + 2, PartitionEpoch: epoch + 2, Replicas: []int32{leader}, ISR: []int32{leader}}
+	if err := offsets.MakeLeader(back, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	groups.Elect(0, epoch+2)
 	select {
 	case err := <-done:
 		if err != nil {
