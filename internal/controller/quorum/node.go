@@ -318,7 +318,8 @@ func (n *Node) event(ev transportEvent) {
 
 // Close stops the node: the loop, the transport, the storage. Pending commands fail with
 // ErrStopped. Everything acknowledged was already durable, so Close and a crash leave the
-// same state on disk.
+// same state on disk. The leader of a quorum of several first hands its leadership to the
+// most caught-up voter (handOff), for at most an election timeout.
 func (n *Node) Close() error {
 	n.once.Do(func() { close(n.stopc) })
 	<-n.donec
@@ -452,9 +453,19 @@ func (n *Node) run() {
 	defer close(n.donec)
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
+	stopc := n.stopc
+	var handOffUntil <-chan time.Time // set while handing off the leadership before stopping
 	for {
 		select {
-		case <-n.stopc:
+		case <-stopc:
+			if !n.handOff() {
+				n.failAll(ErrStopped)
+				return
+			}
+			stopc = nil
+			handOffUntil = time.After(time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval)
+		case <-handOffUntil:
+			n.log.Warn("controller leadership not handed off before stopping; the other voters elect a leader when their election timeout passes")
 			n.failAll(ErrStopped)
 			return
 		case <-ticker.C:
@@ -491,7 +502,38 @@ func (n *Node) run() {
 			return
 		}
 		n.publishStatus()
+		if stopc == nil && !n.isLeader {
+			n.log.Info("controller leadership handed off before stopping", "leader", int64(n.lead)-1)
+			n.failAll(ErrStopped)
+			return
+		}
 	}
+}
+
+// handOff starts moving the leadership to the voter with the most of the log, when this node
+// leads a quorum of several; it reports whether it did. Without it the other voters learn
+// that the last entries the stopping leader committed (a controlled shutdown's own leadership
+// moves, say) are committed only once they elect a leader after an election timeout, so the
+// brokers would act on them up to a second late. raft sends the voter MsgTimeoutNow once it
+// has the whole log, and the voter campaigns at once (Kafka's resigning leader sends
+// EndQuorumEpoch for the same reason).
+func (n *Node) handOff() bool {
+	if !n.isLeader {
+		return false
+	}
+	var to, match uint64
+	for id, pr := range n.rn.Status().Progress {
+		if id != n.id && (to == 0 || pr.Match > match) {
+			to, match = id, pr.Match
+		}
+	}
+	if to == 0 {
+		return false
+	}
+	n.log.Info("controller stopping: handing the leadership off", "to", int64(to)-1)
+	n.rn.TransferLeader(to)
+	n.failQueued(ErrStopped)
+	return true
 }
 
 // process handles every pending Ready and proposes queued commands until neither is left.
