@@ -63,7 +63,7 @@ func code(err error) int16 {
 		return kerr.TopicDeletionDisabled.Code
 	case errors.Is(err, errInvalidRequest):
 		return kerr.InvalidRequest.Code
-	case errors.Is(err, errExcessiveBatch):
+	case errors.Is(err, errExcessiveBatch), errors.Is(err, replica.ErrPolicyViolation):
 		return kerr.PolicyViolation.Code
 	case errors.Is(err, config.ErrUnknownConfig), errors.Is(err, config.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code

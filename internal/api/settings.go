@@ -17,6 +17,7 @@ func (h *Handler) settings(overrides map[string]string) (replica.Settings, error
 		LogAppendTime:     t.LogAppendTime(),
 		MaxMessageBytes:   t.MaxMessageBytes,
 		MinInsyncReplicas: t.MinInsyncReplicas,
+		CompactOnly:       !t.Delete(),
 		Log: storage.Config{
 			SegmentBytes:          int64(t.SegmentBytes),
 			SegmentMs:             t.SegmentMs,

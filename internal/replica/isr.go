@@ -42,6 +42,8 @@ import (
 //   - acks=all: refused before the append (ErrNotEnoughReplicas) when the committed ISR is
 //     smaller than min.insync.replicas; answered when the high watermark passes the append,
 //     with ErrNotEnoughReplicasAfterAppend if the maximal ISR shrank below it meanwhile.
+//   - DeleteRecords (lowwatermark.go): a request waits until the low watermark, the smallest
+//     log start offset over the leader and the followers on live brokers, reaches its offset.
 //   - Fencing: proposals carry the leader epoch and the partition epoch they are based on; the
 //     controller refuses stale ones. An answer that does not match the pending proposal is
 //     ignored; a refusal that means "your view is stale" blocks new proposals until metadata
@@ -103,12 +105,14 @@ type AlterPartitionResult struct {
 
 // LeaderReady is what the caller must act on after feeding a LeaderState (etcd raft's Ready):
 // publish the high watermark when it advanced (and wake parked fetches), send Proposal to the
-// controller, answer Completed produces.
+// controller, answer Completed produces and Deleted DeleteRecords waits (whose Watermark is
+// the low watermark that completed them).
 type LeaderReady struct {
 	HighWatermark int64
 	HWAdvanced    bool
 	Proposal      *ISRChange
 	Completed     []ProduceCompletion
+	Deleted       []ProduceCompletion
 }
 
 // neverCaughtUp is the lastCaughtUpMs of a follower that has not been caught up in this
@@ -142,11 +146,14 @@ type LeaderState struct {
 	purgatory        ProducePurgatory
 	nextID           uint64
 	resigned         bool
+	logStartOffset   int64            // the leader's own (SetLogStartOffset)
+	deletes          ProducePurgatory // waiting DeleteRecords, by the low watermark
 
 	// Outputs not yet taken by Ready.
 	hwAdvanced bool
 	proposal   *ISRChange
 	completed  []ProduceCompletion
+	deleted    []ProduceCompletion
 }
 
 // NewLeaderState starts leading reg (whose Leader must be cfg.LocalID) with the log at leo and
@@ -221,6 +228,7 @@ func (s *LeaderState) UpdateRegistration(reg Registration, nowMs int64) (applied
 	}
 	s.adopt(reg, nowMs, false)
 	s.maybeAdvanceHW(nowMs)
+	s.completeDeletes()
 	return true, nil
 }
 
@@ -232,6 +240,7 @@ func (s *LeaderState) Resign(err error) {
 	}
 	s.resigned = true
 	s.completed = s.purgatory.FailAll(err, s.completed)
+	s.deleted = s.deletes.FailAll(err, s.deleted)
 	s.pending, s.proposal = nil, nil
 }
 
@@ -296,17 +305,22 @@ func (s *LeaderState) FollowerFetched(id int32, fetchOffset, logStartOffset int6
 	f.lastFetchLeaderLEO, f.lastFetchMs = s.leo, nowMs
 	s.maybeExpand(f)
 	s.maybeAdvanceHW(nowMs)
+	s.completeDeletes()
 	return nil
 }
 
-// Tick expires waiting produces whose deadline passed and proposes to shrink the ISR by the
-// members that are not caught up. Call it at least every replica.lag.time.max.ms / 2 (Kafka's
-// isr-expiration task) and at the purgatory's next deadline (NextDeadline).
+// Tick expires waiting produces and deletes whose deadline passed, re-checks the deletes
+// against the low watermark (a follower's broker may have been fenced since) and proposes to
+// shrink the ISR by the members that are not caught up. Call it at least every
+// replica.lag.time.max.ms / 2 (Kafka's isr-expiration task) and at the purgatory's next
+// deadline (NextDeadline).
 func (s *LeaderState) Tick(nowMs int64) {
 	if s.resigned {
 		return
 	}
 	s.completed = s.purgatory.Expire(nowMs, s.completed)
+	s.deleted = s.deletes.Expire(nowMs, s.deleted)
+	s.completeDeletes()
 	if s.pending == nil {
 		var out []int32
 		for _, id := range s.isr {
@@ -365,8 +379,8 @@ func (s *LeaderState) HandleAlterPartition(id uint64, res AlterPartitionResult, 
 
 // Ready returns and clears the outputs accumulated since the last call.
 func (s *LeaderState) Ready() LeaderReady {
-	rd := LeaderReady{HighWatermark: s.hw, HWAdvanced: s.hwAdvanced, Proposal: s.proposal, Completed: s.completed}
-	s.hwAdvanced, s.proposal, s.completed = false, nil, nil
+	rd := LeaderReady{HighWatermark: s.hw, HWAdvanced: s.hwAdvanced, Proposal: s.proposal, Completed: s.completed, Deleted: s.deleted}
+	s.hwAdvanced, s.proposal, s.completed, s.deleted = false, nil, nil, nil
 	return rd
 }
 

@@ -55,6 +55,7 @@ func (p *Partition) FollowerFetch(replicaID, currentLeaderEpoch int32, fetchOffs
 	if fetchOffset < lso || fetchOffset > leo {
 		return st, fmt.Errorf("%w: follower %d fetches %s-%d at %d, log %d..%d", storage.ErrOffsetOutOfRange, replicaID, p.Topic, p.Index, fetchOffset, lso, leo)
 	}
+	ls.SetLogStartOffset(lso) // retention may have moved it
 	if err := ls.FollowerFetched(replicaID, fetchOffset, logStartOffset, nowMs); err != nil {
 		return st, err
 	}
@@ -90,8 +91,8 @@ func (p *Partition) LeaderISR() []int32 {
 }
 
 // readyLocked acts on the LeaderState's outputs: publishes an advanced high watermark (and
-// wakes parked fetches), answers completed acks=all produces, and queues a proposed ISR change
-// for RunReplication. Holding mu.
+// wakes parked fetches), answers completed acks=all produces and DeleteRecords waits, and
+// queues a proposed ISR change for RunReplication. Holding mu.
 func (p *Partition) readyLocked() {
 	ls := p.mu.leader
 	if ls == nil {
@@ -106,14 +107,17 @@ func (p *Partition) readyLocked() {
 	for _, c := range rd.Completed {
 		c.Token.(chan error) <- c.Err // buffered, and each completes once
 	}
+	for _, c := range rd.Deleted {
+		c.Token.(chan DeleteRecordsResult) <- DeleteRecordsResult{LowWatermark: c.Watermark, Err: c.Err}
+	}
 	if rd.Proposal != nil {
 		p.mu.proposal = rd.Proposal
 		p.m.kick()
 	}
 }
 
-// tickLeader ticks the partition's LeaderState (expiring acks=all waiters, shrinking a
-// lagging ISR) and takes the ISR change waiting to be sent, if any.
+// tickLeader ticks the partition's LeaderState (expiring acks=all and DeleteRecords waiters,
+// shrinking a lagging ISR) and takes the ISR change waiting to be sent, if any.
 func (p *Partition) tickLeader(nowMs int64) *ISRChange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,6 +125,7 @@ func (p *Partition) tickLeader(nowMs int64) *ISRChange {
 	if ls == nil {
 		return nil
 	}
+	ls.SetLogStartOffset(p.log.LogStartOffset())
 	ls.Tick(nowMs)
 	p.readyLocked()
 	c := p.mu.proposal

@@ -21,6 +21,7 @@ type Settings struct {
 	Recompress        bool        // compression.type names a codec (not "producer")
 	MaxMessageBytes   int32       // max.message.bytes: largest batch accepted
 	MinInsyncReplicas int32       // min.insync.replicas
+	CompactOnly       bool        // cleanup.policy without delete: DeleteRecords is refused
 	Log               storage.Config
 }
 
@@ -232,37 +233,6 @@ func (p *Partition) notify() {
 		}
 	}
 	p.watch.Unlock()
-}
-
-// SetLogStartOffset implements DeleteRecords on the leader: offset -1 means the high
-// watermark. The epoch cache (when open) drops the epochs wholly below the new start; followers
-// learn the new start from their fetches.
-func (p *Partition) SetLogStartOffset(offset int64) (int64, error) {
-	// Under mu, as appends and role changes: the leadership checked is the one the log start
-	// moves under (a MakeFollower and a follower truncation cannot come between).
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.CheckLeader(-1); err != nil {
-		return 0, err
-	}
-	hw := p.HighWatermark()
-	if offset == -1 {
-		offset = hw
-	}
-	if offset < 0 || offset > hw {
-		return 0, storage.ErrOffsetOutOfRange
-	}
-	if offset > p.log.LogStartOffset() {
-		if err := p.log.SetLogStartOffset(offset); err != nil {
-			return 0, err
-		}
-		if c := p.mu.epochs; c != nil {
-			if err := c.TruncateFromStart(p.log.LogStartOffset()); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return p.log.LogStartOffset(), nil
 }
 
 // snapshotProducers writes the producer state as of the log end offset.

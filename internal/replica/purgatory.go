@@ -21,6 +21,10 @@ import (
 // A produce request spanning several partitions has one waiter in each; joining them into one
 // answer is the caller's business.
 //
+// The same purgatory holds a leader's waiting DeleteRecords requests (Kafka's
+// DelayedDeleteRecords, lowwatermark.go): there the watermark is the low watermark, not the
+// high watermark, and MinISR is 0 (no ISR size condition).
+//
 // Not safe for concurrent use; the partition's lock guards it.
 
 // ErrRequestTimedOut: an acks=all produce whose records did not reach every ISR member within
@@ -37,8 +41,9 @@ type ProduceWaiter struct {
 
 // ProduceCompletion is a waiter's answer: Err nil is success.
 type ProduceCompletion struct {
-	Token any
-	Err   error
+	Token     any
+	Err       error
+	Watermark int64 // the watermark Complete passed it at (-1 when Err is set by Expire or FailAll)
 }
 
 type waiter struct {
@@ -109,7 +114,7 @@ func (p *ProducePurgatory) Complete(hw int64, isrSize int, out []ProduceCompleti
 		if int32(isrSize) < w.MinISR {
 			err = ErrNotEnoughReplicasAfterAppend
 		}
-		out = p.finish(w, err, out)
+		out = p.finish(w, err, hw, out)
 	}
 	p.compact()
 	return out
@@ -118,7 +123,7 @@ func (p *ProducePurgatory) Complete(hw int64, isrSize int, out []ProduceCompleti
 // Expire answers every waiter whose deadline is <= nowMs with ErrRequestTimedOut.
 func (p *ProducePurgatory) Expire(nowMs int64, out []ProduceCompletion) []ProduceCompletion {
 	for len(p.byDeadline) > 0 && p.byDeadline[0].DeadlineMs <= nowMs {
-		out = p.finish(p.byDeadline[0], ErrRequestTimedOut, out)
+		out = p.finish(p.byDeadline[0], ErrRequestTimedOut, -1, out)
 	}
 	// Expired waiters at the front of byOffset can go now.
 	for p.head < len(p.byOffset) && p.byOffset[p.head].done {
@@ -133,21 +138,21 @@ func (p *ProducePurgatory) Expire(nowMs int64, out []ProduceCompletion) []Produc
 func (p *ProducePurgatory) FailAll(err error, out []ProduceCompletion) []ProduceCompletion {
 	for _, w := range p.byOffset[p.head:] {
 		if !w.done {
-			out = p.finish(w, err, out)
+			out = p.finish(w, err, -1, out)
 		}
 	}
 	*p = ProducePurgatory{}
 	return out
 }
 
-// finish completes w (which is not done) with err.
-func (p *ProducePurgatory) finish(w *waiter, err error, out []ProduceCompletion) []ProduceCompletion {
+// finish completes w (which is not done) with err at watermark.
+func (p *ProducePurgatory) finish(w *waiter, err error, watermark int64, out []ProduceCompletion) []ProduceCompletion {
 	w.done = true
 	if w.heapIndex >= 0 {
 		heap.Remove(&p.byDeadline, w.heapIndex)
 	}
 	p.pending--
-	out = append(out, ProduceCompletion{Token: w.Token, Err: err})
+	out = append(out, ProduceCompletion{Token: w.Token, Err: err, Watermark: watermark})
 	w.Token = nil
 	return out
 }

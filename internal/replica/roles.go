@@ -200,6 +200,7 @@ func (p *Partition) MakeLeader(reg LeaderAndISR, nowMs int64) error {
 		p.log.SetHighWatermark(p.hw.Load())
 	}
 	ls := p.mu.leader
+	ls.SetLogStartOffset(p.log.LogStartOffset())
 	p.mu.reg = reg
 	p.role.Store(&roleView{kind: roleLeader, leader: o.LocalID, leaderEpoch: ls.LeaderEpoch(), partitionEpoch: ls.PartitionEpoch()})
 	p.readyLocked()
