@@ -14,12 +14,12 @@ import (
 
 // Admin requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 // AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-// ListPartitionReassignments, and AllocateProducerIds for InitProducerId) are decided by the
-// controller quorum, as a KRaft broker forwards them. A broker checks what needs no cluster
-// state itself (names, config values, request shape) so that it answers those with its own
-// messages and forwards only the rest, then waits until its own metadata image shows what
-// the controller decided before it answers, so a client that asks this broker next sees the
-// change at once.
+// ListPartitionReassignments, UnregisterBroker, and AllocateProducerIds for InitProducerId)
+// are decided by the controller quorum, as a KRaft broker forwards them. A broker checks
+// what needs no cluster state itself (names, config values, request shape) so that it
+// answers those with its own messages and forwards only the rest, then waits until its own
+// metadata image shows what the controller decided before it answers, so a client that asks
+// this broker next sees the change at once.
 //
 // Deadlines: a request's own TimeoutMillis (where it has one and it is positive) bounds the
 // whole forward-and-wait; others get defaultAdminTimeout. A controller that does not answer

@@ -11,4 +11,5 @@ func init() {
 	apis[kmsg.ElectLeaders.Int16()] = api{0, 2, handleElectLeaders}
 	apis[kmsg.AlterPartitionAssignments.Int16()] = api{0, 1, handleAlterPartitionReassignments}
 	apis[kmsg.ListPartitionReassignments.Int16()] = api{0, 0, handleListPartitionReassignments}
+	apis[kmsg.UnregisterBroker.Int16()] = api{0, 0, handleUnregisterBroker}
 }
