@@ -15,8 +15,10 @@ import (
 // with the metadata offset it has applied. The controller keeps it fenced (no leaderships,
 // no ISR membership) until it has caught up with the log as of its registration; a broker
 // whose heartbeats stop for broker.session.timeout.ms is fenced again and its partitions get
-// new leaders. A heartbeat answered STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (the
-// registration was replaced) registers again.
+// new leaders. A heartbeat answered STALE_BROKER_EPOCH (the registration was replaced)
+// registers again. One answered BROKER_ID_NOT_REGISTERED means an operator unregistered
+// this broker (UnregisterBroker, to decommission it): as a Kafka broker does, it keeps
+// heartbeating, is refused, and stays out of the cluster until its process is restarted.
 //
 // Controlled shutdown: Close sends heartbeats with WantShutdown until the controller answers
 // ShouldShutdown (every leadership moved to another ISR member), bounded by a deadline.
@@ -97,6 +99,7 @@ func (b *Broker) heartbeat(ctx context.Context, wantShutdown bool) (*kmsg.Broker
 // times as often, so it is unfenced soon after catching up.
 func (b *Broker) heartbeatLoop(ctx context.Context) {
 	interval := time.Duration(b.cfg.BrokerHeartbeatIntervalMs) * time.Millisecond
+	unregistered := false
 	for {
 		r, err := b.heartbeat(ctx, false)
 		switch {
@@ -104,7 +107,13 @@ func (b *Broker) heartbeatLoop(ctx context.Context) {
 			if b.fenced.Swap(r.IsFenced) != r.IsFenced {
 				b.log.Info("broker fencing changed", "fenced", r.IsFenced)
 			}
-		case errors.Is(err, kerr.StaleBrokerEpoch), errors.Is(err, kerr.BrokerIDNotRegistered):
+		case errors.Is(err, kerr.BrokerIDNotRegistered):
+			if !unregistered {
+				b.log.Error("this broker was unregistered from the cluster; it stays out until it is restarted", "err", err)
+				unregistered = true
+			}
+			b.fenced.Store(true)
+		case errors.Is(err, kerr.StaleBrokerEpoch):
 			b.log.Warn("registration lost, registering again", "err", err)
 			b.fenced.Store(true)
 			if err := b.register(ctx); err != nil && ctx.Err() == nil {
@@ -117,7 +126,7 @@ func (b *Broker) heartbeatLoop(ctx context.Context) {
 			b.log.Warn("heartbeat failed", "err", err)
 		}
 		wait := interval
-		if b.fenced.Load() {
+		if b.fenced.Load() && !unregistered {
 			wait = max(interval/10, 20*time.Millisecond)
 		}
 		select {
@@ -139,6 +148,9 @@ func (b *Broker) controlledShutdown(timeout time.Duration) {
 		if err == nil && r.ShouldShutdown {
 			b.log.Info("controlled shutdown: leaderships moved")
 			return
+		}
+		if errors.Is(err, kerr.BrokerIDNotRegistered) {
+			return // unregistered: it leads nothing and is in no ISR
 		}
 		if ctx.Err() != nil {
 			b.log.Warn("controlled shutdown did not complete in time", "err", err)
