@@ -19,13 +19,14 @@ import (
 // `gregor cluster describe`: the cluster id, the active controller and every
 // broker with the partition replicas and leaderships it holds, like
 // kafka-cluster.sh / kafka-broker-api-versions.sh combined with a count
-// over Metadata.
+// over Metadata. `gregor cluster unregister --id N`: decommission a broker
+// (UnregisterBroker), like kafka-cluster.sh unregister (unregister.go).
 
 func newClusterCommand() *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Describe the cluster: id, controller, brokers and their load",
+		Short: "Describe the cluster (id, controller, brokers and their load) or unregister a broker",
 	}
 	cf.register(cmd)
 	cmd.AddCommand(&cobra.Command{
@@ -43,6 +44,7 @@ func newClusterCommand() *cobra.Command {
 			})
 		},
 	})
+	cmd.AddCommand(newUnregisterCommand(&cf))
 	return cmd
 }
 
