@@ -28,8 +28,16 @@ import (
 // the coordinator again.
 //
 // Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
-// guards its core and timer. The two are never held together, and no lock is held while a
-// reply is delivered or while waiting for one.
+// guards its core, its timer and its pending appends. The two are never held together, and no
+// lock is held while a reply is delivered or while waiting for one. In particular a shard's
+// appends are made under its mu (so its log holds the core's writes in the order the core
+// made them), but their replication is awaited without it, by the shard's committer
+// goroutine; the outcomes are reported to the core (Written) under mu, in append order. So
+// one group's slow commit does not stall the shard's other groups, and a write's effects the
+// core applies in its Written callback (a commit's offsets, a generation's assignment) and
+// the replies made there wait until the ISR has the write, as Kafka's coordinator applies a
+// commit to its cache only once the append succeeded. Replies that depend on no write are
+// delivered at once.
 //
 // Invariant: without Options.Manual, mu.partitions is set only together with electing every
 // partition open locally, so a known count means the single node's shards exist.
@@ -114,7 +122,24 @@ type shard struct {
 		// gone is set when the shard is unloaded: what later requests get
 		// (NOT_COORDINATOR after Resign, COORDINATOR_NOT_AVAILABLE after Close).
 		gone *kerr.Error
+		// pending are the appends not yet reported to the core, in append order; only the
+		// head's outcome is awaited (by the committer), as the high watermark passes them in
+		// that order. Emptied when the shard is unloaded (Unload fails their callbacks).
+		pending []*pendingAppend
+		// committing: the committer goroutine runs; it is started (under mu, while gone is
+		// nil) when an undecided append is queued, and ends once pending is empty or the
+		// shard is gone. unload waits for it.
+		committing bool
 	}
+	committer sync.WaitGroup // the committer goroutine; Add only under mu while gone is nil
+}
+
+// pendingAppend is an append made for one Write of the core, awaiting its report.
+type pendingAppend struct {
+	id       uint64
+	wait     <-chan error // the partition's answer for an acks=all wait; nil once decided
+	err      error        // the outcome (appendError's), once decided
+	backstop time.Time    // give up on wait then, should the partition's deadline not fire
 }
 
 // NewCoordinator creates a coordinator; Start loads existing groups.
@@ -243,8 +268,10 @@ func (c *Coordinator) create() (int32, error) {
 	return n, nil
 }
 
-// step runs one input of the core under the shard's lock: the core's writes are appended
-// to the partition (and reported back) before its replies are delivered.
+// step runs one input of the core under the shard's lock: the core's writes are appended to
+// the partition, those already decided are reported back, and the replies are delivered
+// after the lock is released; writes still waiting for the ISR are reported later by the
+// committer.
 func (c *Coordinator) step(sh *shard, in func(s *Shard, now int64) Ready) *kerr.Error {
 	sh.mu.Lock()
 	switch {
@@ -275,40 +302,93 @@ func (c *Coordinator) viewLocked(sh *shard) {
 	}
 }
 
-// persistLocked appends each Write of r (and of the Readys its outcomes produce) and returns
-// the replies and warnings to deliver.
+// persistLocked appends each Write of r, reports the outcomes already decided (reportLocked)
+// and returns the replies and warnings to deliver.
 func (c *Coordinator) persistLocked(sh *shard, r Ready, now int64) Ready {
 	out := Ready{Replies: r.Replies, Warnings: r.Warnings}
-	pending := r.Writes
-	for len(pending) > 0 {
-		w := pending[0]
-		pending = pending[1:]
-		err := c.append(sh, w.Records, now)
-		if err != nil {
-			c.log.Warn("group coordinator append failed", "partition", sh.index, "err", err)
-		}
-		next := sh.mu.core.Written(now, w.ID, err)
-		out.Replies = append(out.Replies, next.Replies...)
-		out.Warnings = append(out.Warnings, next.Warnings...)
-		pending = append(pending, next.Writes...)
+	for _, w := range r.Writes {
+		c.appendLocked(sh, w, now)
 	}
+	c.reportLocked(sh, &out, now)
 	return out
 }
 
+// appendLocked appends w's records to the partition and queues w to be reported.
+func (c *Coordinator) appendLocked(sh *shard, w Write, now int64) {
+	wait, err := c.append(sh, w.Records, now)
+	backstop := time.Now().Add(time.Duration(c.cfg.CommitTimeoutMs)*time.Millisecond + time.Second)
+	sh.mu.pending = append(sh.mu.pending, &pendingAppend{id: w.ID, wait: wait, err: err, backstop: backstop})
+}
+
+// reportLocked reports the decided appends at the head of pending to the core, in append
+// order, appending the writes their callbacks make, and adds the replies and warnings to out.
+// If an undecided append remains, it makes sure the committer awaits it.
+func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
+	for len(sh.mu.pending) > 0 && sh.mu.pending[0].wait == nil {
+		pa := sh.mu.pending[0]
+		sh.mu.pending = sh.mu.pending[1:]
+		if pa.err != nil {
+			c.log.Warn("group coordinator append failed", "partition", sh.index, "err", pa.err)
+		}
+		next := sh.mu.core.Written(now, pa.id, pa.err)
+		out.Replies = append(out.Replies, next.Replies...)
+		out.Warnings = append(out.Warnings, next.Warnings...)
+		for _, w := range next.Writes {
+			c.appendLocked(sh, w, now)
+		}
+	}
+	if len(sh.mu.pending) > 0 && !sh.mu.committing {
+		sh.mu.committing = true
+		sh.committer.Add(1)
+		go c.commit(sh)
+	}
+}
+
+// commit is the shard's committer: it awaits the outcome of the oldest pending append without
+// the shard's lock, then reports it (and the decided ones behind it) under the lock, until
+// nothing is pending or the shard is unloaded.
+func (c *Coordinator) commit(sh *shard) {
+	defer sh.committer.Done()
+	for {
+		sh.mu.Lock()
+		if sh.mu.gone != nil || len(sh.mu.pending) == 0 {
+			sh.mu.committing = false
+			sh.mu.Unlock()
+			return
+		}
+		head := sh.mu.pending[0] // its wait and backstop are only written when it is queued
+		sh.mu.Unlock()
+		err := appendError(awaitCommit(sh.ctx, head.wait, time.Until(head.backstop)))
+		sh.mu.Lock()
+		if sh.mu.gone != nil {
+			sh.mu.committing = false
+			sh.mu.Unlock()
+			return
+		}
+		head.wait, head.err = nil, err
+		var out Ready
+		now := c.nowMs()
+		c.viewLocked(sh)
+		c.reportLocked(sh, &out, now)
+		c.armLocked(sh)
+		sh.mu.Unlock()
+		c.deliver(out)
+	}
+}
+
 // append writes records to the shard's partition as one batch, as its leader with acks=all,
-// waits until the ISR has them (the high watermark passed them), and translates failures into
-// the Kafka errors the core maps: so an offset commit or a group's new state is answered only
+// and returns the partition's wait for the ISR to have them (nil if they are committed
+// already) or the failure, translated into the Kafka errors the core maps. The committer
+// awaits the wait (awaitCommit), so an offset commit or a group's new state is answered only
 // once it survives the loss of this broker, as Kafka's coordinator appends with acks=-1.
 //
-// The wait runs under the shard's lock (the core's next input must see this write's outcome),
-// so it is bounded: by offsets.commit.timeout.ms (Config.CommitTimeoutMs; REQUEST_TIMED_OUT
-// after it, from the partition's purgatory or, should its deadline not fire, from a timer here
-// a second later), by a change of leadership (the partition fails its waiting appends at once:
-// NOT_LEADER_OR_FOLLOWER), and by the shard being unloaded: Resign and Close cancel the shard's
-// context before they take its lock, which ends the wait at once with NOT_LEADER_OR_FOLLOWER
-// (NOT_COORDINATOR to the requests). Meanwhile the shard's other groups wait, normally for
-// one follower fetch round trip.
-func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
+// The wait is bounded: by offsets.commit.timeout.ms (Config.CommitTimeoutMs; REQUEST_TIMED_OUT
+// after it, from the partition's purgatory or, should its deadline not fire, from the
+// committer's backstop a second later), by a change of leadership (the partition fails its
+// waiting appends at once: NOT_LEADER_OR_FOLLOWER), and by the shard being unloaded: Resign
+// and Close cancel the shard's context, which ends the wait at once, and Unload answers the
+// writes' requests NOT_COORDINATOR.
+func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error, error) {
 	brs := make([]batch.Record, len(recs))
 	for i, r := range recs {
 		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
@@ -319,29 +399,34 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) error {
 	}
 	raw, err := batch.Build(h, brs, batch.CodecNone)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if s := sh.part.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
-		return fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
+		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
 	}
 	hdr, err := batch.ParseHeader(raw)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	timeoutMs := c.cfg.CommitTimeoutMs
 	// In the shard's epoch: once the partition has moved on to a newer term, the partition
 	// refuses the append (ErrFencedLeaderEpoch) even if the broker's Resign has not reached
 	// this shard yet, so a stale coordinator never writes.
 	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, timeoutMs)
-	if err == nil && res.Wait != nil {
-		err = awaitCommit(sh.ctx, res.Wait, time.Duration(timeoutMs)*time.Millisecond+time.Second)
+	if err != nil {
+		return nil, appendError(err)
 	}
-	return appendError(err)
+	return res.Wait, nil
 }
 
 // awaitCommit waits for an acks=all append's outcome (nil once the ISR has it), at most
-// backstop, or until ctx (the shard's) ends.
+// backstop, or until ctx (the shard's) ends. An outcome already there wins.
 func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
+	select {
+	case err := <-wait:
+		return err
+	default:
+	}
 	t := time.NewTimer(backstop)
 	defer t.Stop()
 	select {

@@ -140,7 +140,7 @@ func (c *Coordinator) attach(n int32) ([]*shard, error) {
 }
 
 // unload retires sh: loading stops, its timer stops, parked requests and pending writes are
-// answered NOT_COORDINATOR, and later requests get why.
+// answered NOT_COORDINATOR, later requests get why, and its committer has ended on return.
 func (c *Coordinator) unload(sh *shard, why *kerr.Error) {
 	sh.cancel()
 	sh.mu.Lock()
@@ -154,6 +154,8 @@ func (c *Coordinator) unload(sh *shard, why *kerr.Error) {
 		r = sh.mu.core.Unload(c.nowMs())
 		sh.mu.core = nil
 	}
+	sh.mu.pending = nil // Unload failed their callbacks
 	sh.mu.Unlock()
 	c.deliver(r)
+	sh.committer.Wait() // it sees gone once its wait ends, at once as sh.ctx is cancelled
 }

@@ -65,14 +65,18 @@ type Record struct {
 }
 
 // Write is a set of records to append, in order, as one batch; its outcome must be
-// reported with Written(ID, err) before any reply of the same Ready is delivered.
+// reported with Written(ID, err), and the outcomes of all Writes in the order they were
+// appended (the log's order), which need not be before the next step: the core makes every
+// reply and state change that must wait for the write in Written's callback, and checks
+// there that the group is still the one it wrote for.
 type Write struct {
 	ID      uint64
 	Records []Record
 }
 
-// Ready is the output of one step: append each Write (reporting each with Written, whose
-// Ready is handled the same way), then deliver the Replies.
+// Ready is the output of one step: append each Write in order (reporting each with Written,
+// whose Ready is handled the same way) and deliver the Replies, which do not wait for the
+// Writes.
 //
 // Warnings are failures nobody waits for (a tombstone write that failed, say): the driver
 // logs them.
