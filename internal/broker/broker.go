@@ -60,9 +60,14 @@ type Broker struct {
 	bound    map[string]net.Addr // broker listener name -> bound address
 
 	incarnation   [16]byte
-	epoch         atomic.Int64 // broker epoch of the current registration
+	epoch         atomic.Int64 // broker epoch of the current registration; -1 before the first (0 is an epoch)
 	fenced        atomic.Bool
 	kickHeartbeat chan struct{}
+	// stopHeartbeats ends the heartbeat loop and waits for it (nil before it starts): the
+	// controlled shutdown's heartbeats must be the last, or a regular one arriving after
+	// them renews the session the shutdown ended, and the next process is refused as a
+	// duplicate registration until it expires.
+	stopHeartbeats func()
 	caughtUp      bool // owned by the metadata goroutine (and Start before it runs)
 	straysRemoved bool // owned by the metadata goroutine
 
@@ -119,6 +124,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		meta: metadata.NewPublisher(),
 	}
 	b.fenced.Store(true)
+	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if err := b.start(startCtx); err != nil {
 		b.Close()
@@ -203,7 +209,13 @@ func (b *Broker) start(startCtx context.Context) error {
 		return fmt.Errorf("replaying the metadata log: %w", err)
 	}
 	b.background(b.metadataLoop)
-	b.background(b.heartbeatLoop)
+	hbCtx, hbCancel := context.WithCancel(b.ctx)
+	hbDone := make(chan struct{})
+	b.stopHeartbeats = func() { hbCancel(); <-hbDone }
+	b.background(func(context.Context) {
+		defer close(hbDone)
+		b.heartbeatLoop(hbCtx)
+	})
 	b.background(b.replicas.RunReplication)
 	if err := b.awaitUnfenced(ctx); err != nil {
 		return err
@@ -351,7 +363,10 @@ func (b *Broker) Metadata() *metadata.Publisher { return b.meta }
 // state, flush and checkpoint every log and write the clean-shutdown marker.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
-		if len(b.servers) > 0 && b.epoch.Load() > 0 && !b.fenced.Load() {
+		if b.stopHeartbeats != nil {
+			b.stopHeartbeats()
+		}
+		if len(b.servers) > 0 && b.epoch.Load() >= 0 && !b.fenced.Load() {
 			b.controlledShutdown(time.Duration(max(b.cfg.BrokerSessionTimeoutMs, 1000)) * time.Millisecond)
 		}
 		if b.handler != nil && b.handler.Groups != nil {
