@@ -68,8 +68,8 @@ type Broker struct {
 	// them renews the session the shutdown ended, and the next process is refused as a
 	// duplicate registration until it expires.
 	stopHeartbeats func()
-	caughtUp      bool // owned by the metadata goroutine (and Start before it runs)
-	straysRemoved bool // owned by the metadata goroutine
+	caughtUp       bool // owned by the metadata goroutine (and Start before it runs)
+	straysRemoved  bool // owned by the metadata goroutine
 
 	ctx      context.Context
 	cancel   context.CancelFunc
