@@ -17,12 +17,15 @@
 //     reports. Replaying the records (Replay, then LoadComplete) rebuilds the state.
 //
 //   - Coordinator is the edge: it owns a lock per shard, appends the shard's records to the
-//     __consumer_offsets partition, arms one timer per shard for NextDeadline, replays a
-//     partition when it is elected (answering COORDINATOR_LOAD_IN_PROGRESS meanwhile), and
-//     blocks JoinGroup and SyncGroup callers on a channel until the core replies. It
-//     coordinates only the partitions this broker leads: the broker reports leadership with
-//     Elect and Resign (leadership.go), and a group of any other partition is answered
-//     NOT_COORDINATOR. A single node (Options.Manual unset) elects every local partition.
+//     __consumer_offsets partition in the leader epoch it was elected in (so the partition
+//     fences a coordinator that lost the leadership), awaits their replication without the
+//     lock and reports the outcomes to the core in log order, arms one timer per shard for
+//     NextDeadline, replays a partition when it is elected (answering
+//     COORDINATOR_LOAD_IN_PROGRESS meanwhile), and blocks JoinGroup and SyncGroup callers on
+//     a channel until the core replies. It coordinates only the partitions this broker leads:
+//     the broker reports leadership with Elect and Resign (leadership.go), and a group of any
+//     other partition is answered NOT_COORDINATOR. A single node (Options.Manual unset)
+//     elects every local partition.
 //
 // # Group protocols
 //
