@@ -232,8 +232,10 @@ func exchange(t *testing.T, addr string, out []byte) []byte {
 }
 
 // isReset reports the errors of a connection the broker closed while we were still talking.
+// A reset connection can also fail shutdown(2) with ENOTCONN: the RST moved the socket to
+// CLOSED before the test's CloseWrite.
 func isReset(err error) bool {
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOTCONN)
 }
 
 // splitFrames splits a response stream into frames (each: correlation id and body); a
