@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +129,10 @@ func TestFailoverWriteGap(t *testing.T) {
 		{name: "kill -9 leader+controller", controller: true, limit: 4 * (sessionTimeout + time.Second)},
 		{name: "SIGTERM leader", sigterm: true, limit: 5 * time.Second},
 		{name: "SIGTERM leader+controller", controller: true, sigterm: true, limit: 5 * time.Second},
+	}
+	if only := os.Getenv("GREGOR_FAILOVER_CASES"); only != "" {
+		// e.g. GREGOR_FAILOVER_CASES=SIGTERM: only the cases whose name contains it.
+		cases = slices.DeleteFunc(cases, func(fc failoverCase) bool { return !strings.Contains(fc.name, only) })
 	}
 	n := rounds(1)
 	results := map[string][]failoverGap{}
