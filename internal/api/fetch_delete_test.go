@@ -18,14 +18,13 @@ func TestFetchParkedTopicDeleted(t *testing.T) {
 	createTopic(t, b.Addr(), "doomed", 1, nil)
 	cl := newClient(t, b.Addr())
 	req := fetchReq(t, b.Addr(), "doomed", 0, 0, 60000)
-	done := make(chan *kmsg.FetchResponse, 1)
+	done := make(chan parkedFetch, 1)
+	// The goroutine reports through done only: it may outlive a test that failed first.
+	ctx := ctxT(t)
 	go func() {
-		resp, err := cl.Request(ctxT(t), req)
-		if err != nil {
-			t.Error(err)
-		}
+		resp, err := cl.Request(ctx, req)
 		fr, _ := resp.(*kmsg.FetchResponse)
-		done <- fr
+		done <- parkedFetch{fr, err}
 	}()
 	select {
 	case <-done:
@@ -37,11 +36,11 @@ func TestFetchParkedTopicDeleted(t *testing.T) {
 		t.Fatalf("delete: %v %v", err, dr["doomed"].Err)
 	}
 	select {
-	case resp := <-done:
-		if resp == nil {
-			t.Fatal("no response")
+	case r := <-done:
+		if r.resp == nil {
+			t.Fatalf("no response: %v", r.err)
 		}
-		p := resp.Topics[0].Partitions[0]
+		p := r.resp.Topics[0].Partitions[0]
 		switch p.ErrorCode {
 		case kerr.NotLeaderForPartition.Code, kerr.UnknownTopicOrPartition.Code:
 		default:

@@ -20,15 +20,14 @@ func TestFetchLongPoll(t *testing.T) {
 	b := testutil.StartBroker(t)
 	createTopic(t, b.Addr(), "poll", 1, nil)
 	cl := newClient(t, b.Addr())
-	done := make(chan *kmsg.FetchResponse, 1)
+	done := make(chan parkedFetch, 1)
 	req := fetchReq(t, b.Addr(), "poll", 0, 0, 20000)
+	// The goroutine reports through done only: it may outlive a test that failed first.
+	ctx := ctxT(t)
 	go func() {
-		resp, err := cl.Request(ctxT(t), req)
-		if err != nil {
-			t.Error(err)
-		}
+		resp, err := cl.Request(ctx, req)
 		fr, _ := resp.(*kmsg.FetchResponse)
-		done <- fr
+		done <- parkedFetch{fr, err}
 	}()
 	select {
 	case <-done:
@@ -37,17 +36,23 @@ func TestFetchLongPoll(t *testing.T) {
 	}
 	produceSync(t, newClient(t, b.Addr()), &kgo.Record{Topic: "poll", Value: []byte("wake")})
 	select {
-	case resp := <-done:
-		if resp == nil {
-			t.Fatal("no response")
+	case r := <-done:
+		if r.resp == nil {
+			t.Fatalf("no response: %v", r.err)
 		}
-		p := resp.Topics[0].Partitions[0]
+		p := r.resp.Topics[0].Partitions[0]
 		if p.ErrorCode != 0 || p.HighWatermark != 1 || len(p.RecordBatches) == 0 {
 			t.Fatalf("partition answer %+v", p)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("parked fetch was not woken by the append")
 	}
+}
+
+// parkedFetch is the outcome of a fetch sent on its own goroutine.
+type parkedFetch struct {
+	resp *kmsg.FetchResponse
+	err  error
 }
 
 // An empty fetch with max_wait returns empty once max_wait passes.

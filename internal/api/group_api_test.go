@@ -111,7 +111,18 @@ func rawMember(t testing.TB, addr, group string, topics ...string) (*groupConn, 
 		t.Fatalf("first join: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 	ch := make(chan *kmsg.JoinGroupResponse, 1)
-	go func() { ch <- rawJoin(c, group, r.MemberID, topics...) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ch <- rawJoin(c, group, r.MemberID, topics...)
+	}()
+	// A test that fails before the join is answered must not leave it running past its
+	// end (it would report to a finished test): the connection closes under it, and the
+	// cleanup waits for it.
+	t.Cleanup(func() {
+		c.nc.Close()
+		<-done
+	})
 	return c, ch
 }
 

@@ -343,6 +343,13 @@ func TestGroupHeartbeatStormDoesNotStallProduceFetch(t *testing.T) {
 	quiet := produce(cl, 100)
 
 	stop := make(chan struct{})
+	// Deferred too: a failure below must not leave the heartbeats running into the cleanup
+	// that closes their connections (they would report to a finished test).
+	endStorm := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer endStorm()
 	var beats, errs atomic.Int64
 	for i := range conns {
 		wg.Add(1)
@@ -370,8 +377,7 @@ func TestGroupHeartbeatStormDoesNotStallProduceFetch(t *testing.T) {
 	}
 	stormy := produce(cl, 300)
 	got := consumeN(t, b.Addr(), "storm-data", 400)
-	close(stop)
-	wg.Wait()
+	endStorm()
 	if len(got) != 400 {
 		t.Fatalf("fetched %d records, want 400", len(got))
 	}
