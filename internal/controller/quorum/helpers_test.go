@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +46,7 @@ func newCluster(t testing.TB, n int, mod func(*Config)) *cluster {
 	c := &cluster{t: t, dir: t.TempDir(), mod: mod, commits: map[int32][]Committed{}}
 	lns := make([]net.Listener, n)
 	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listenLowPort()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,6 +59,34 @@ func newCluster(t testing.TB, n int, mod func(*Config)) *cluster {
 	}
 	t.Cleanup(c.stopAll)
 	return c
+}
+
+// listenLowPort listens on a free loopback port below the kernel's ephemeral range (as
+// testutil does for its servers, which this package cannot import). A node restarted by a
+// test binds its port again; a port from the ephemeral range could meanwhile be taken by
+// any process's outgoing connection (other test packages run alongside), and the restart
+// would fail "address already in use".
+func listenLowPort() (net.Listener, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	const first = 10000
+	if low-first < 1000 {
+		return net.Listen("tcp", "127.0.0.1:0") // no room below the ephemeral range
+	}
+	var err error
+	for range 200 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(first+rand.IntN(low-first))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, err
 }
 
 func (c *cluster) config(i int, ln net.Listener) Config {
@@ -85,7 +116,7 @@ func (c *cluster) start(i int, ln net.Listener) {
 	var err error
 	if ln == nil {
 		// The old listener's port may linger briefly; retry.
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for {
 			ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", c.voters[i].Port))
 			if err == nil || time.Now().After(deadline) {

@@ -132,7 +132,7 @@ func waitActiveNode(t *testing.T, n *Node) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listenLowPort() // the child binds it after this returns
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	stopped := time.Now()
 	c.stop(old)
-	leader := c.waitActive(3 * time.Second)
+	leader := c.waitActive(10 * time.Second)
 	took := time.Since(stopped)
 	t.Logf("new active controller %d after %v (election timeout 100-200 ms)", leader, took)
 	if leader == old {
@@ -280,7 +280,7 @@ func TestSessionExpiryThroughQuorum(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var fenced5, fenced6 bool
 		var leaders []int32

@@ -51,9 +51,10 @@ func frame(t *testing.T, m *pb.Message) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
 }
 
-// closedSoon reports whether the server closes c within a second.
+// closedSoon reports whether the server closes c within 10 s (it does at once; the margin is
+// for a loaded machine).
 func closedSoon(c net.Conn) bool {
-	c.SetReadDeadline(time.Now().Add(time.Second))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := c.Read(make([]byte, 1))
 	return err == io.EOF
 }
@@ -70,7 +71,7 @@ func TestTransportDelivers(t *testing.T) {
 		if r.GetTerm() != 7 || r.GetType() != pb.MsgHeartbeat {
 			t.Fatalf("got %v", r)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("not delivered")
 	}
 }
@@ -165,7 +166,7 @@ func TestTransportSendReconnects(t *testing.T) {
 	}
 	waitFor := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for {
 			send()
 			mu.Lock()

@@ -9,11 +9,13 @@ import (
 // A reader parked in WaitCommitted wakes as soon as an entry with records applies, well
 // before its maxWait; with nothing new it waits maxWait and returns nothing.
 func TestWaitCommittedWakesOnApply(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	a := c.waitActive(5 * time.Second)
+	// No session expiry: the idle wait below must see no entry, and broker 0 never
+	// heartbeats after registering (on a loaded machine 9 s could pass before that wait).
+	c := newCluster(t, 3, func(cfg *Config) { cfg.State.SessionTimeoutMs = int64(time.Hour / time.Millisecond) })
+	a := c.waitActive(10 * time.Second)
 	registerBroker(t, c.nodes[a], 0)
 	follower := c.nodes[(a+1)%3]
-	c.waitApplied(c.nodes[a].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[a].Status().Applied, 10*time.Second)
 	from := follower.Status().Applied + 1
 
 	type res struct {
@@ -27,7 +29,7 @@ func TestWaitCommittedWakesOnApply(t *testing.T) {
 	}()
 	// Commit only once the reader is parked (it has asked for the change channel; nothing
 	// else has yet).
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		follower.appliedSig.mu.Lock()
 		parked := follower.appliedSig.mu.ch != nil
@@ -52,7 +54,7 @@ func TestWaitCommittedWakesOnApply(t *testing.T) {
 		t.Fatal("parked reader not woken by a commit")
 	}
 
-	c.waitApplied(c.nodes[a].Status().Applied, 5*time.Second)
+	c.waitApplied(c.nodes[a].Status().Applied, 10*time.Second)
 	from = follower.Status().Applied + 1
 	start := time.Now()
 	ents, err := follower.WaitCommitted(ctx(t), from, 10, 100*time.Millisecond)
