@@ -248,19 +248,20 @@ func TestMetadataLogLongPoll(t *testing.T) {
 	if ents, err := src.Read(testCtx(t), from, 200*time.Millisecond); err != nil || len(ents) != 0 || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("idle read: %d entries, %v, after %v", len(ents), err, time.Since(start))
 	}
-	done := make(chan []Entry, 1)
-	go func() {
+	type result struct {
+		ents []Entry
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() { // reports through done only: it may outlive a test that failed first
 		ents, err := src.Read(context.Background(), from, 30*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- ents
+		done <- result{ents, err}
 	}()
 	createTopic(t, cl, "wake", 1, 1)
 	select {
-	case ents := <-done:
-		if len(ents) == 0 || ents[0].Offset < from {
-			t.Fatalf("long poll returned %+v", ents)
+	case r := <-done:
+		if r.err != nil || len(r.ents) == 0 || r.ents[0].Offset < from {
+			t.Fatalf("long poll returned %+v, %v", r.ents, r.err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("long poll not woken by a commit")
