@@ -69,10 +69,6 @@ func (h *Handler) deleteRecords(im *metadata.Image, topic string, part int32, of
 		return -1, nil, fmt.Errorf("%w: cannot delete records of internal topic %s", errInvalidTopic, topic)
 	}
 	p, err := h.partition(topic, part)
-	if errors.Is(err, errUnknownPartition) {
-		// In metadata but not on this broker: the client's metadata is stale.
-		return -1, nil, fmt.Errorf("%w: broker %d holds no replica of %s-%d", replica.ErrNotLeaderOrFollower, h.NodeID, topic, part)
-	}
 	if err != nil {
 		return -1, nil, err
 	}

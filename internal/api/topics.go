@@ -279,12 +279,18 @@ func (h *Handler) reconfigureAll(im *metadata.Image) error {
 	return errors.Join(errs...)
 }
 
-// partition returns an open partition of a known topic, or errUnknownPartition; a partition
-// whose log went offline after an I/O error is refused with storage.ErrLogOffline
-// (KAFKA_STORAGE_ERROR), as Kafka refuses every request for a partition on a failed log dir.
+// partition returns an open partition of a known topic. One this broker does not hold is
+// NOT_LEADER_OR_FOLLOWER when the metadata has it (the client's metadata is stale, or this
+// broker is still opening it) and errUnknownPartition otherwise, as Kafka's
+// getPartitionOrError. A partition whose log went offline after an I/O error is refused with
+// storage.ErrLogOffline (KAFKA_STORAGE_ERROR), as Kafka refuses every request for a partition
+// on a failed log dir.
 func (h *Handler) partition(topic string, part int32) (*replica.Partition, error) {
 	p := h.Replicas.Get(topic, part)
 	if p == nil {
+		if t := h.Meta.Image().Topic(topic); t != nil && part >= 0 && part < t.Partitions {
+			return nil, fmt.Errorf("%w: broker %d holds no replica of %s-%d", replica.ErrNotLeaderOrFollower, h.NodeID, topic, part)
+		}
 		return nil, fmt.Errorf("%w: %s-%d", errUnknownPartition, topic, part)
 	}
 	if p.Log().Offline() {

@@ -18,6 +18,8 @@ import (
 // A produce sent to a broker that is not the partition's leader is refused with
 // NOT_LEADER_OR_FOLLOWER and, from Produce v10 (KIP-951), names the current leader, its
 // epoch and its endpoint on the client's listener, so the producer need not ask Metadata.
+// That holds on a follower and on a broker with no replica of the partition (Kafka answers
+// UNKNOWN_TOPIC_OR_PARTITION only for a partition its metadata lacks).
 func TestProduceNamesTheCurrentLeader(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -26,8 +28,14 @@ func TestProduceNamesTheCurrentLeader(t *testing.T) {
 	if err := createAssignedTopic(ctx, admin, "hint", []int32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
+	if err := createAssignedTopic(ctx, admin, "elsewhere", []int32{1}); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 30*time.Second, "hint fully replicated on node 2", func() bool {
 		return fullyReplicated(ctx, pinnedClient(t, c.Node(2).ClientAddr()), "hint", 1, 3)
+	})
+	waitFor(t, 30*time.Second, "elsewhere in node 2's metadata", func() bool {
+		return fullyReplicated(ctx, pinnedClient(t, c.Node(2).ClientAddr()), "elsewhere", 1, 1)
 	})
 
 	// A raw connection: a client library would pick its own version and acks.
@@ -36,12 +44,16 @@ func TestProduceNamesTheCurrentLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer follower.Close()
-	for _, v := range []int16{9, 11} {
+	for _, tv := range []struct {
+		topic string
+		v     int16
+	}{{"hint", 9}, {"hint", 11}, {"elsewhere", 9}, {"elsewhere", 11}} {
+		v := tv.v
 		req := kmsg.NewPtrProduceRequest()
 		req.SetVersion(v)
 		req.Acks, req.TimeoutMillis = -1, 5000
 		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "hint"
+		rt.Topic = tv.topic
 		rp := kmsg.NewProduceRequestTopicPartition()
 		rp.Records = oneRecordBatch(t)
 		rt.Partitions = append(rt.Partitions, rp)
@@ -53,7 +65,7 @@ func TestProduceNamesTheCurrentLeader(t *testing.T) {
 		pr := resp.(*kmsg.ProduceResponse)
 		sp := pr.Topics[0].Partitions[0]
 		if sp.ErrorCode != kerr.NotLeaderForPartition.Code {
-			t.Fatalf("v%d: error %v, want NOT_LEADER_OR_FOLLOWER", v, kerr.ErrorForCode(sp.ErrorCode))
+			t.Fatalf("%s v%d: error %v, want NOT_LEADER_OR_FOLLOWER", tv.topic, v, kerr.ErrorForCode(sp.ErrorCode))
 		}
 		if v < 10 {
 			if sp.CurrentLeader.LeaderID != -1 || len(pr.Brokers) != 0 {
@@ -62,7 +74,7 @@ func TestProduceNamesTheCurrentLeader(t *testing.T) {
 			continue
 		}
 		if sp.CurrentLeader.LeaderID != 1 || sp.CurrentLeader.LeaderEpoch < 0 {
-			t.Fatalf("v%d current leader %+v, want node 1", v, sp.CurrentLeader)
+			t.Fatalf("%s v%d current leader %+v, want node 1", tv.topic, v, sp.CurrentLeader)
 		}
 		host, port, _ := net.SplitHostPort(c.Node(1).ClientAddr())
 		if len(pr.Brokers) != 1 || pr.Brokers[0].NodeID != 1 || pr.Brokers[0].Host != host || strconv.Itoa(int(pr.Brokers[0].Port)) != port {
