@@ -191,6 +191,7 @@ ops.group = async (req) => {
   const n = req.records.length
   const members = [0, 1].map(() => ({ assigned: [], records: [], next: {} }))
   const consumers = members.map(() => kafka(req).consumer({ groupId: req.group, maxWaitTimeInMs: 100 }))
+  let result
   try {
     for (const [i, c] of consumers.entries()) {
       c.on(c.events.GROUP_JOIN, (e) => {
@@ -216,10 +217,13 @@ ops.group = async (req) => {
       const offsets = Object.entries(members[i].next).map(([partition, offset]) => ({ topic: req.topic, partition: Number(partition), offset }))
       await c.commitOffsets(offsets)
     }
+    // The answer is taken before the disconnects: the first member's LeaveGroup starts a
+    // rebalance, and the second could take every partition before it disconnects too.
+    result = members.map(({ assigned, records }) => ({ assigned: assigned.slice(), records: records.slice() }))
   } finally {
     for (const c of consumers) await c.disconnect()
   }
-  return { members: members.map(({ assigned, records }) => ({ assigned, records })) }
+  return { members: result }
 }
 
 // classify gives the error's name, the Kafka error type it carries (possibly in a cause),
