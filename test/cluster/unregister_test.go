@@ -94,7 +94,7 @@ func TestUnregisterBroker(t *testing.T) {
 	if log := readFile(t, n4.LogFile); strings.Contains(log, "registering again") || strings.Count(log, "registered with the controller") != 1 {
 		t.Fatalf("node 4 registered again after it was unregistered:\n%s", log)
 	}
-	waitSameView(ctx, t, voterCls, 5*time.Second, func(v clusterView) error { return wantBrokers(v, three) })
+	waitSameView(ctx, t, voterCls, 15*time.Second, func(v clusterView) error { return wantBrokers(v, three) })
 	if err := agreeOnPartitions(ctx, voterCls, "decom", outOfISRs); err != nil {
 		t.Fatalf("node 4 came back into an ISR while unregistered: %v", err)
 	}
