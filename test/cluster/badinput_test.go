@@ -34,6 +34,9 @@ func TestBadInput(t *testing.T) {
 	defer cancel()
 	all := []int32{1, 2, 3}
 	cls := nodeClients(t, c)
+	// StartCluster returns once the nodes listen, not once they are registered: an RF 2
+	// topic before then can be INVALID_REPLICATION_FACTOR.
+	waitSameView(ctx, t, cls, 30*time.Second, func(v clusterView) error { return wantBrokers(v, all) })
 	if err := createTopic(ctx, cls[1], "moves", 2, 2, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,9 @@ func TestCommittedOffsetsSurviveCoordinatorMove(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// StartCluster returns once the nodes listen, not once they are registered: an RF 3
+	// topic before then is INVALID_REPLICATION_FACTOR.
+	waitSameView(ctx, t, nodeClients(t, c), 30*time.Second, func(v clusterView) error { return wantBrokers(v, []int32{1, 2, 3}) })
 	adm := kadm.NewClient(c.Client(t))
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "t"); err != nil || resp.Err != nil {
 		t.Fatalf("create t: %v %v", err, resp.Err)

@@ -24,6 +24,9 @@ func TestProduceNamesTheCurrentLeader(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// StartCluster returns once the nodes listen, not once they are registered: the
+	// replicas named below must be brokers the controller knows.
+	waitSameView(ctx, t, nodeClients(t, c), 30*time.Second, func(v clusterView) error { return wantBrokers(v, []int32{1, 2, 3}) })
 	admin := pinnedClient(t, c.Node(1).ClientAddr())
 	if err := createAssignedTopic(ctx, admin, "hint", []int32{1, 2, 3}); err != nil {
 		t.Fatal(err)
