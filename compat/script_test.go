@@ -82,9 +82,13 @@ func (c *scriptClient) call(ctx context.Context, op string, req scriptRequest) (
 	}
 	req.Extra = c.extra
 	if d, ok := ctx.Deadline(); ok {
-		// The script gives up waiting for records a little before it would be killed, so
-		// that it can report what the client said meanwhile.
-		req.Timeout = max(1, time.Until(d).Seconds()-2)
+		// The script gives up waiting for records before it would be killed, so that it can
+		// report what the client said meanwhile. The margin also covers the interpreter's
+		// start, the client's bootstrap and its close, which on a loaded machine can take
+		// more than the 2 s it used to be (the zstd-topic step of kafka-python, 10 s in all,
+		// ends on the script's own timeout).
+		left := time.Until(d)
+		req.Timeout = max(1, (left - min(5*time.Second, left/2)).Seconds())
 	}
 	in, err := json.Marshal(req)
 	if err != nil {
