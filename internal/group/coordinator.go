@@ -37,7 +37,8 @@ import (
 // core applies in its Written callback (a commit's offsets, a generation's assignment) and
 // the replies made there wait until the ISR has the write, as Kafka's coordinator applies a
 // commit to its cache only once the append succeeded. Replies that depend on no write are
-// delivered at once.
+// delivered at once, but for consumer group heartbeats (KIP-848), whose answer may carry what
+// the shard's earlier writes did: they are held until those are decided (callHeld).
 //
 // Invariant: without Options.Manual, mu.partitions is set only together with electing every
 // partition open locally, so a known count means the single node's shards exist.
@@ -140,6 +141,16 @@ type pendingAppend struct {
 	wait     <-chan error // the partition's answer for an acks=all wait; nil once decided
 	err      error        // the outcome (appendError's), once decided
 	backstop time.Time    // give up on wait then, should the partition's deadline not fire
+	held     []heldReply  // delivered once this append is reported
+}
+
+// heldReply is a reply held back until the appends before it are decided; failed answers its
+// request instead if the shard is unloaded first or the append it waits for finds the
+// partition lost (NOT_COORDINATOR); after another failure it is delivered as made, as the
+// core's state is not rolled back either.
+type heldReply struct {
+	Reply
+	failed func(*kerr.Error) any
 }
 
 // NewCoordinator creates a coordinator; Start loads existing groups.
@@ -271,8 +282,8 @@ func (c *Coordinator) create() (int32, error) {
 // step runs one input of the core under the shard's lock: the core's writes are appended to
 // the partition, those already decided are reported back, and the replies are delivered
 // after the lock is released; writes still waiting for the ISR are reported later by the
-// committer.
-func (c *Coordinator) step(sh *shard, in func(s *Shard, now int64) Ready) *kerr.Error {
+// committer. With hold, the reply to hold.To waits for every append made so far.
+func (c *Coordinator) step(sh *shard, hold *heldReply, in func(s *Shard, now int64) Ready) *kerr.Error {
 	sh.mu.Lock()
 	switch {
 	case sh.mu.gone != nil:
@@ -289,6 +300,16 @@ func (c *Coordinator) step(sh *shard, in func(s *Shard, now int64) Ready) *kerr.
 	now := c.nowMs()
 	c.viewLocked(sh)
 	r := c.persistLocked(sh, in(sh.mu.core, now), now)
+	if n := len(sh.mu.pending); hold != nil && n > 0 {
+		tail := sh.mu.pending[n-1]
+		r.Replies = slices.DeleteFunc(r.Replies, func(rep Reply) bool {
+			if rep.To != hold.To {
+				return false
+			}
+			tail.held = append(tail.held, heldReply{Reply: rep, failed: hold.failed})
+			return true
+		})
+	}
 	c.armLocked(sh)
 	sh.mu.Unlock()
 	c.deliver(r)
@@ -333,6 +354,15 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 		next := sh.mu.core.Written(now, pa.id, pa.err)
 		out.Replies = append(out.Replies, next.Replies...)
 		out.Warnings = append(out.Warnings, next.Warnings...)
+		lost := pa.err != nil && groupWriteError(pa.err) == kerr.NotCoordinator
+		for _, h := range pa.held {
+			if lost {
+				// The partition is no longer led here (or its log failed): what the answer
+				// carries may never be durable.
+				h.Msg = h.failed(kerr.NotCoordinator)
+			}
+			out.Replies = append(out.Replies, h.Reply)
+		}
 		for _, w := range next.Writes {
 			c.appendLocked(sh, w, now)
 		}
@@ -524,12 +554,24 @@ func (c *Coordinator) deliver(r Ready) {
 // call runs one request for group and waits for its answer; err is set when the request
 // never reached the core (coordinator loading, closed) or the caller gave up.
 func (c *Coordinator) call(ctx context.Context, group string, in func(s *Shard, now int64, w Waiter) Ready) (any, *kerr.Error) {
+	return c.callHeld(ctx, group, nil, in)
+}
+
+// callHeld is call for a request whose answer must not overtake the shard's appends made
+// before it (Kafka's coordinator runtime completes a write operation that wrote nothing only
+// once the partition's pending writes are committed): with failed non-nil the answer waits
+// until they are decided, and failed(err) answers instead if the shard is unloaded first.
+func (c *Coordinator) callHeld(ctx context.Context, group string, failed func(*kerr.Error) any, in func(s *Shard, now int64, w Waiter) Ready) (any, *kerr.Error) {
 	sh, err := c.shardFor(group)
 	if err != nil {
 		return nil, err
 	}
 	w := make(chan any, 1)
-	if err := c.step(sh, func(s *Shard, now int64) Ready { return in(s, now, w) }); err != nil {
+	var hold *heldReply
+	if failed != nil {
+		hold = &heldReply{Reply: Reply{To: w}, failed: failed}
+	}
+	if err := c.step(sh, hold, func(s *Shard, now int64) Ready { return in(s, now, w) }); err != nil {
 		return nil, err
 	}
 	select {
@@ -546,7 +588,7 @@ func (c *Coordinator) read(group string, f func(s *Shard)) *kerr.Error {
 	if err != nil {
 		return err
 	}
-	return c.step(sh, func(s *Shard, _ int64) Ready { f(s); return Ready{} })
+	return c.step(sh, nil, func(s *Shard, _ int64) Ready { f(s); return Ready{} })
 }
 
 // FindCoordinator reports whether this broker coordinates group (creating
@@ -677,7 +719,7 @@ func (c *Coordinator) ListGroups(states, types []string) ([]kmsg.ListGroupsRespo
 	var out []kmsg.ListGroupsResponseGroup
 	var firstErr *kerr.Error
 	for _, sh := range shards {
-		err := c.step(sh, func(s *Shard, _ int64) Ready {
+		err := c.step(sh, nil, func(s *Shard, _ int64) Ready {
 			out = append(out, s.ListGroups(states, types)...)
 			return Ready{}
 		})

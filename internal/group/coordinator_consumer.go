@@ -3,19 +3,25 @@ package group
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ConsumerGroupHeartbeat answers once the heartbeat's records are appended.
+// ConsumerGroupHeartbeat answers once the heartbeat's records, and the partition's records
+// appended before them, are replicated: its answer (epochs, assignments) may carry what
+// earlier writes of the group did.
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.ConsumerGroupHeartbeatRequest, client Client) *kmsg.ConsumerGroupHeartbeatResponse {
-	msg, err := c.call(ctx, req.Group, func(s *Shard, now int64, w Waiter) Ready {
-		return s.ConsumerGroupHeartbeat(now, w, req, client, nil)
-	})
-	if err != nil {
+	failed := func(err *kerr.Error) any {
 		r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 		r.ErrorCode = err.Code
 		r.HeartbeatIntervalMillis = c.cfg.ConsumerHeartbeatIntervalMs
 		return r
+	}
+	msg, err := c.callHeld(ctx, req.Group, failed, func(s *Shard, now int64, w Waiter) Ready {
+		return s.ConsumerGroupHeartbeat(now, w, req, client, nil)
+	})
+	if err != nil {
+		return failed(err).(*kmsg.ConsumerGroupHeartbeatResponse)
 	}
 	return msg.(*kmsg.ConsumerGroupHeartbeatResponse)
 }

@@ -154,7 +154,12 @@ func (c *Coordinator) unload(sh *shard, why *kerr.Error) {
 		r = sh.mu.core.Unload(c.nowMs())
 		sh.mu.core = nil
 	}
-	sh.mu.pending = nil // Unload failed their callbacks
+	for _, pa := range sh.mu.pending { // Unload failed their callbacks
+		for _, h := range pa.held {
+			r.Replies = append(r.Replies, Reply{To: h.To, Msg: h.failed(why)})
+		}
+	}
+	sh.mu.pending = nil
 	sh.mu.Unlock()
 	c.deliver(r)
 	sh.committer.Wait() // it sees gone once its wait ends, at once as sh.ctx is cancelled

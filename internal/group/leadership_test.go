@@ -108,13 +108,7 @@ func errCode(err *kerr.Error) int16 {
 // recvJoin waits for a parked JoinGroup's answer.
 func recvJoin(t *testing.T, done <-chan *kmsg.JoinGroupResponse) *kmsg.JoinGroupResponse {
 	t.Helper()
-	select {
-	case r := <-done:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("the parked JoinGroup was never answered")
-		return nil
-	}
+	return recv(t, "the parked JoinGroup", done)
 }
 
 func (c *Coordinator) shardOf(p int32) *shard {
