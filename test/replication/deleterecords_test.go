@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,7 +34,10 @@ import (
 //     the same request succeeds while it is still paused.
 //   - Resumed, the follower learns the new log start from its fetches.
 func TestDeleteRecordsWaitsForFollowers(t *testing.T) {
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
+	// A 6 s broker session (test clusters use 2 s): the paused follower must stay unfenced
+	// for the whole of the 500 ms request below, and on a loaded machine 2 s left little
+	// room for the pause, the request's trip and its timeout.
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3, Sets: []string{"broker.session.timeout.ms=6000"}})
 	const topic = "delete-records"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -64,12 +66,14 @@ func TestDeleteRecordsWaitsForFollowers(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	adm := kadm.NewClient(cl)
-	adm.SetTimeoutMillis(10_000)
+	// DeleteRecords goes straight to the leader: kadm's routing refreshes metadata after
+	// an error, and a refresh sent to the paused node waited out the client's request
+	// timeout (twice: the fenced-follower step then took 25 s of its 30).
+	leader := cl.Broker(int(st.Leader))
 
 	// Every follower running.
 	start := time.Now()
-	r := deleteRecords(ctx, t, adm, topic, 40)
+	r := deleteRecords(ctx, t, leader, topic, 40, 10_000)
 	t.Logf("delete to 40 answered in %v: low watermark %d, %v", time.Since(start).Round(time.Millisecond), r.LowWatermark, r.Err)
 	if r.Err != nil || r.LowWatermark != 40 {
 		t.Fatalf("delete to 40: low watermark %d, error %v; want 40 and no error", r.LowWatermark, r.Err)
@@ -81,11 +85,10 @@ func TestDeleteRecordsWaitsForFollowers(t *testing.T) {
 	}
 
 	// One follower paused, not yet fenced (broker.session.timeout.ms is
-	// 2 s in test clusters): the request times out.
+	// 6 s here): the request times out.
 	c.Node(paused).Pause()
 	pausedAt := time.Now()
-	adm.SetTimeoutMillis(500)
-	r = deleteRecords(ctx, t, adm, topic, 60)
+	r = deleteRecords(ctx, t, leader, topic, 60, 500)
 	t.Logf("delete to 60 with node %d paused answered after %v: low watermark %d, %v",
 		paused, time.Since(pausedAt).Round(time.Millisecond), r.LowWatermark, r.Err)
 	if !errors.Is(r.Err, kerr.RequestTimedOut) || r.LowWatermark != 40 {
@@ -97,9 +100,9 @@ func TestDeleteRecordsWaitsForFollowers(t *testing.T) {
 	}
 
 	// Fenced, the paused follower no longer holds the low watermark back.
-	var last kadm.DeleteRecordsResponse
+	var last deleted
 	c.WaitFor(t, 30*time.Second, func() bool {
-		last = deleteRecords(ctx, t, adm, topic, 60)
+		last = deleteRecords(ctx, t, leader, topic, 60, 500)
 		return last.Err == nil
 	}, fmt.Sprintf("DeleteRecords to succeed without the paused node %d", paused))
 	t.Logf("delete to 60 succeeded %v after the pause, low watermark %d", time.Since(pausedAt).Round(time.Millisecond), last.LowWatermark)
@@ -118,21 +121,34 @@ func TestDeleteRecordsWaitsForFollowers(t *testing.T) {
 	}, fmt.Sprintf("the resumed node %d to move its log start offset to 60", paused))
 }
 
-// deleteRecords deletes topic's partition 0 below offset through adm and
-// returns the partition's answer.
-func deleteRecords(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, offset int64) kadm.DeleteRecordsResponse {
+// deleted is a DeleteRecords answer for one partition.
+type deleted struct {
+	LowWatermark int64
+	Err          error
+}
+
+// deleteRecords deletes topic's partition 0 below offset with one DeleteRecords request of
+// timeoutMs to leader, and returns the partition's answer.
+func deleteRecords(ctx context.Context, t *testing.T, leader *kgo.Broker, topic string, offset int64, timeoutMs int32) deleted {
 	t.Helper()
-	os := kadm.Offsets{}
-	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: offset})
-	res, err := adm.DeleteRecords(ctx, os)
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = timeoutMs
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := leader.Request(ctx, req)
 	if err != nil {
 		t.Fatalf("delete records of %s[0] below %d: %v", topic, offset, err)
 	}
-	r, ok := res.Lookup(topic, 0)
-	if !ok {
-		t.Fatalf("no answer for %s[0] in %+v", topic, res)
+	dr := resp.(*kmsg.DeleteRecordsResponse)
+	if len(dr.Topics) != 1 || len(dr.Topics[0].Partitions) != 1 {
+		t.Fatalf("no answer for %s[0] in %+v", topic, dr)
 	}
-	return r
+	p := dr.Topics[0].Partitions[0]
+	return deleted{LowWatermark: p.LowWatermark, Err: kerr.ErrorForCode(p.ErrorCode)}
 }
 
 // earliestOn is the log start offset of topic's partition 0 on node n's own
