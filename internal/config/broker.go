@@ -113,6 +113,9 @@ type Broker struct {
 
 	ReplicaSelectorClass string // replica.selector.class: "" (consumers read from leaders) or RackAwareReplicaSelector
 
+	// Fetch sessions (KIP-227).
+	MaxIncrementalFetchSessionCacheSlots int32 // max.incremental.fetch.session.cache.slots
+
 	// Groups and offsets.
 	OffsetsTopicNumPartitions       int32 // offsets.topic.num.partitions
 	OffsetsTopicReplicationFactor   int16 // offsets.topic.replication.factor (Kafka: 3; here 1)
@@ -302,6 +305,7 @@ var brokerDefList = []*brokerDef{
 	{name: "replica.socket.receive.buffer.bytes", vt: intType(noMin, noMax), dflt: num(65536), field: func(b *Broker) any { return &b.ReplicaSocketReceiveBufferBytes }, doc: "SO_RCVBUF of follower connections."},
 	{name: "replica.high.watermark.checkpoint.interval.ms", vt: vtAnyLong, dflt: num(5000), field: func(b *Broker) any { return &b.ReplicaHighWatermarkCheckpointIntervalMs }, doc: "Milliseconds between writes of the high watermark checkpoint."},
 	{name: "replica.selector.class", vt: stringType("", RackAwareReplicaSelector), field: func(b *Broker) any { return &b.ReplicaSelectorClass }, doc: "The replica a leader directs consumers to (KIP-392). Empty: consumers read from the leader. " + RackAwareReplicaSelector + ": a consumer that names its rack (client.rack) is directed to an in-sync replica in that rack when the leader is not in it."},
+	{name: "max.incremental.fetch.session.cache.slots", vt: vtNonNegInt, dflt: num(1000), field: func(b *Broker) any { return &b.MaxIncrementalFetchSessionCacheSlots }, doc: "The most incremental fetch sessions (KIP-227) the broker keeps, divided equally among 8 shards as in Kafka (fewer than 8 keeps none); a fetch that finds no room is answered sessionless."},
 	{name: "num.replica.fetchers", vt: vtPositiveInt, dflt: num(1), field: func(b *Broker) any { return &b.NumReplicaFetchers }, doc: "Fetcher threads per source broker."},
 	{name: "auto.leader.rebalance.enable", vt: vtBool, dflt: str("true"), field: func(b *Broker) any { return &b.AutoLeaderRebalanceEnable }, doc: "Move leadership back to preferred replicas in the background."},
 	{name: "leader.imbalance.check.interval.seconds", vt: vtPositiveLong, dflt: num(300), field: func(b *Broker) any { return &b.LeaderImbalanceCheckIntervalSeconds }, doc: "Seconds between leader imbalance checks."},

@@ -90,6 +90,7 @@ var kafkaDefaults = map[string]string{
 	"replica.socket.timeout.ms":                        "30000",
 	"replica.socket.receive.buffer.bytes":              "65536",
 	"replica.high.watermark.checkpoint.interval.ms":    "5000",
+	"max.incremental.fetch.session.cache.slots":        "1000",
 	"num.replica.fetchers":                             "1",
 	"replica.selector.class":                           "",
 	"auto.leader.rebalance.enable":                     "true",
