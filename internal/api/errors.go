@@ -7,6 +7,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/fetchsession"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
@@ -37,6 +38,12 @@ func code(err error) int16 {
 		return 0
 	case errors.As(err, &ke):
 		return ke.Code
+	case errors.Is(err, fetchsession.ErrSessionNotFound):
+		return kerr.FetchSessionIDNotFound.Code
+	case errors.Is(err, fetchsession.ErrInvalidEpoch):
+		return kerr.InvalidFetchSessionEpoch.Code
+	case errors.Is(err, fetchsession.ErrTopicIDMismatch):
+		return kerr.FetchSessionTopicIDError.Code
 	case errors.Is(err, batch.ErrBadCRC), errors.Is(err, batch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, batch.ErrUnknownCodec):

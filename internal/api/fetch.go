@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/fetchsession"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
@@ -20,9 +21,10 @@ import (
 // than min_bytes are available the request parks until a watched partition gets an append,
 // max_wait passes, or the connection closes (long poll). Total bytes are bounded by max_bytes
 // and each partition by its partition_max_bytes, except that from v3 on the first partition
-// with data returns at least one whole batch (KIP-74). Fetch sessions (KIP-227) are answered
-// sessionless (session id 0), which every client accepts; an unknown session id gets
-// FETCH_SESSION_ID_NOT_FOUND. v0-v3 get records down-converted to message format v0/v1.
+// with data returns at least one whole batch (KIP-74). From v7 a client may open a fetch
+// session (KIP-227, fetchsession.go) and then name only the partitions that changed and be
+// answered only those with something new. v0-v3 get records down-converted to message
+// format v0/v1.
 //
 // Replication. A fetch with a replica id >= 0 (replica_id, or replica_state.replica_id from
 // v15) is a follower's: it reads up to the leader's log end offset, not the high watermark;
@@ -42,10 +44,6 @@ import (
 
 func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.FetchRequest)
-	if req.Version >= 7 && req.SessionID != 0 {
-		var e fetchEncoder
-		return Reply{Raw: &Raw{Parts: e.encode(req.Version, kerr.FetchSessionIDNotFound.Code, nil)}}
-	}
 	maxBytes := int32(math.MaxInt32)
 	if req.Version >= 3 && req.MaxBytes > 0 {
 		maxBytes = req.MaxBytes
@@ -53,6 +51,12 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	f := fetchPool.Get().(*fetch)
 	f.h, f.req, f.maxBytes = h, req, maxBytes
+	f.im = h.Meta.Image()
+	if err := f.openSession(); err != nil {
+		// A session error answers the error alone (Kafka's SessionErrorContext).
+		f.raw = Raw{Parts: f.enc.encode(req.Version, code(err), fetchsession.InvalidSessionID, nil, false), Done: f.done}
+		return Reply{Raw: &f.raw}
+	}
 	f.replicaID = req.ReplicaID
 	if req.Version >= 15 {
 		f.replicaID = req.ReplicaState.ID
@@ -67,11 +71,21 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 		total, anyErr := f.read()
 		f.reread = true
 		if total >= int(req.MinBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
-			f.raw = Raw{Parts: f.enc.encode(req.Version, 0, f.topics), Done: f.done}
-			return Reply{Raw: &f.raw}
+			return f.answer()
 		}
 		f.release()
 	}
+}
+
+// answer encodes the answer to the partitions read, settling the fetch's session.
+func (f *fetch) answer() Reply {
+	id, errCode, pruned := f.sessionAnswer()
+	topics := f.topics
+	if errCode != 0 {
+		topics = nil // the session moved on under this fetch: the error alone
+	}
+	f.raw = Raw{Parts: f.enc.encode(f.req.Version, errCode, id, topics, pruned), Done: f.done}
+	return Reply{Raw: &f.raw}
 }
 
 // fetch is one Fetch request being answered. Its slices, encoder buffer and wait channel are
@@ -90,9 +104,21 @@ type fetch struct {
 	slices    []storage.Slice
 	enc       fetchEncoder
 	raw       Raw
-	done      func()        // f.finish, bound once
-	ch        chan struct{} // wakes a parked fetch
-	timer     *time.Timer
+	// The fetch's session (fetchsession.go): want is what is read, the request's topics or
+	// (incremental) the session's partitions, whose slots are in slots in the same order;
+	// the rest are scratch space kept with the pooled fetch.
+	kind    sessionKind
+	view    fetchsession.View
+	want    []kmsg.FetchRequestTopic
+	wantBuf []kmsg.FetchRequestTopic
+	slots   []int32
+	added   []fetchsession.Added
+	forget  []fetchsession.Key
+	created []fetchsession.Created
+	answers []fetchsession.Answer
+	done    func()        // f.finish, bound once
+	ch      chan struct{} // wakes a parked fetch
+	timer   *time.Timer
 	// reread is set once the request has been read once: a parked follower fetch that wakes
 	// has recorded its position already, so it only re-checks the leadership, lock-free.
 	reread bool
@@ -129,7 +155,10 @@ func (f *fetch) finish() {
 		clear(f.parts[i])
 	}
 	f.h, f.req, f.raw, f.im = nil, nil, Raw{}, nil
-	if n > maxPooledFetchParts || cap(f.enc.b) > maxPooledFetchBytes {
+	f.view, f.want = fetchsession.View{}, nil
+	clear(f.created) // no topic names kept alive
+	clear(f.added)
+	if n > maxPooledFetchParts || cap(f.slots) > maxPooledFetchParts || cap(f.enc.b) > maxPooledFetchBytes {
 		return
 	}
 	f.enc.reset()
@@ -140,19 +169,31 @@ func (f *fetch) finish() {
 	fetchPool.Put(f)
 }
 
-// resolve maps the requested topics (by name, or by id from v13) to partitions, reusing the
-// answer slices of a pooled fetch when they are large enough.
+// resolve maps the topics to read (by name, or by id from v13) to partitions, reusing the
+// answer slices of a pooled fetch when they are large enough. An incremental fetch by id
+// names each topic by the name its id first resolved to, as Kafka's session does: unknown
+// yet is UNKNOWN_TOPIC_ID, a name now held by another topic id INCONSISTENT_TOPIC_ID (the
+// topic was deleted and made again), a name gone UNKNOWN_TOPIC_OR_PARTITION.
 func (f *fetch) resolve() {
-	im := f.h.Meta.Image()
-	f.im = im
-	f.topics = resize(f.topics, len(f.req.Topics))
-	f.parts = resize(f.parts, len(f.req.Topics))
-	for ti, rt := range f.req.Topics {
+	im := f.im
+	f.topics = resize(f.topics, len(f.want))
+	f.parts = resize(f.parts, len(f.want))
+	for ti, rt := range f.want {
 		var t *metadata.Topic
-		if f.req.Version >= 13 {
-			t = im.TopicByID(rt.TopicID)
-		} else {
+		topicErr := int16(0)
+		switch {
+		case f.req.Version < 13:
 			t = im.Topic(rt.Topic)
+		case f.kind != sessionIncremental:
+			if t = im.TopicByID(rt.TopicID); t == nil {
+				topicErr = kerr.UnknownTopicID.Code
+			}
+		case rt.Topic == "":
+			topicErr = kerr.UnknownTopicID.Code
+		default:
+			if t = im.Topic(rt.Topic); t != nil && t.ID != rt.TopicID {
+				t, topicErr = nil, kerr.InconsistentTopicID.Code
+			}
 		}
 		ft := &f.topics[ti]
 		ft.name, ft.id = rt.Topic, rt.TopicID
@@ -167,8 +208,8 @@ func (f *fetch) resolve() {
 			*fp = fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, end: -1, preferred: -1}
 			ps[i] = tps.Get(rp.Partition)
 			switch {
-			case t == nil && f.req.Version >= 13:
-				fp.errCode = kerr.UnknownTopicID.Code
+			case topicErr != 0:
+				fp.errCode = topicErr
 			case ps[i] == nil:
 				fp.errCode = kerr.UnknownTopicOrPartition.Code
 			}
@@ -191,7 +232,7 @@ func resize[T any](s []T, n int) []T {
 func (f *fetch) read() (int, bool) {
 	total := 0
 	anyErr := false
-	for ti, rt := range f.req.Topics {
+	for ti, rt := range f.want {
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
 			p := f.parts[ti][pi]

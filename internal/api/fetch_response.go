@@ -40,6 +40,8 @@ type fetchPartition struct {
 	diverging      bool
 	divergingEpoch int32
 	divergingEnd   int64
+	// omit: an incremental session answer leaves the partition out (nothing new).
+	omit bool
 }
 
 type fetchTopic struct {
@@ -133,8 +135,20 @@ func (e *fetchEncoder) bytesLen(n int) {
 	}
 }
 
-// encode returns the body parts of a Fetch response; they are valid until reset.
-func (e *fetchEncoder) encode(version int16, errCode int16, topics []fetchTopic) []Part {
+// kept counts the partitions of t an answer includes.
+func kept(t *fetchTopic) int {
+	n := 0
+	for pi := range t.parts {
+		if !t.parts[pi].omit {
+			n++
+		}
+	}
+	return n
+}
+
+// encode returns the body parts of a Fetch response; they are valid until reset. With
+// pruned, partitions marked omit are left out, and topics left with none.
+func (e *fetchEncoder) encode(version int16, errCode int16, sessionID int32, topics []fetchTopic, pruned bool) []Part {
 	e.version, e.flex = version, version >= 12
 	if hint := sizeHint(topics); cap(e.b) < hint {
 		e.b = make([]byte, 0, hint)
@@ -145,19 +159,38 @@ func (e *fetchEncoder) encode(version int16, errCode int16, topics []fetchTopic)
 	}
 	if version >= 7 {
 		e.i16(errCode)
-		e.i32(0) // session id: every fetch is answered sessionless
+		e.i32(sessionID)
 	}
-	e.arrayLen(len(topics))
+	if !pruned {
+		e.arrayLen(len(topics))
+	} else {
+		n := 0
+		for ti := range topics {
+			if kept(&topics[ti]) > 0 {
+				n++
+			}
+		}
+		e.arrayLen(n)
+	}
 	for ti := range topics {
 		t := &topics[ti]
+		n := len(t.parts)
+		if pruned {
+			if n = kept(t); n == 0 {
+				continue
+			}
+		}
 		if version >= 13 {
 			e.b = append(e.b, t.id[:]...)
 		} else {
 			e.str(t.name)
 		}
-		e.arrayLen(len(t.parts))
+		e.arrayLen(n)
 		for pi := range t.parts {
 			p := &t.parts[pi]
+			if p.omit {
+				continue
+			}
 			e.i32(p.partition)
 			e.i16(p.errCode)
 			e.i64(p.hw)

@@ -107,7 +107,7 @@ func TestFetchErrors(t *testing.T) {
 		t.Fatalf("unknown partition: %+v", p)
 	}
 	req := fetchReq(t, b.Addr(), "fe", 0, 0, 0)
-	req.SessionID = 12345
+	req.SessionID, req.SessionEpoch = 12345, 1 // incremental (epoch -1 would close it: sessionless)
 	resp = request[*kmsg.FetchResponse](t, cl, req)
 	if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Fatalf("unknown session: error %d", resp.ErrorCode)

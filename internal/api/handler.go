@@ -6,11 +6,13 @@ package api
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/fetchsession"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
@@ -36,6 +38,9 @@ type Handler struct {
 	Rack      string
 	// replicationQuota is the leader's replication quota (replicationquota.go).
 	replicationQuota leaderQuota
+	// sessions is the fetch session cache (fetchsession.go), made on first use.
+	sessions     *fetchsession.Cache
+	sessionsOnce sync.Once
 }
 
 // ControllerChannel is the broker's channel to the active controller
