@@ -68,11 +68,16 @@ func TestProduceConsumeEveryCodec(t *testing.T) {
 func TestProduceAcks(t *testing.T) {
 	b := testutil.StartBroker(t)
 	createTopic(t, b.Addr(), "acks", 1, nil)
-	for _, acks := range []kgo.Acks{kgo.NoAck(), kgo.LeaderAck()} {
+	for n, acks := range []kgo.Acks{kgo.NoAck(), kgo.LeaderAck()} {
 		cl := newClient(t, b.Addr(), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic("acks"))
 		for i := 0; i < 50; i++ {
 			produceSync(t, cl, &kgo.Record{Value: []byte(fmt.Sprint(i))})
 		}
+		// An acks=0 produce returns once written to the socket: the next client's records,
+		// on a connection of their own, could be appended before this one's last ones.
+		waitFor(t, 10*time.Second, "the records to be appended", func() bool {
+			return listOffsetsOffset(t, cl, "acks", 0, -1) == int64(50*(n+1))
+		})
 	}
 	got := consumeN(t, b.Addr(), "acks", 100)
 	for i, r := range got {
