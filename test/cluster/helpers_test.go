@@ -326,9 +326,9 @@ func sendCreateTopic(ctx context.Context, cl *kgo.Client, rt kmsg.CreateTopicsRe
 	return nil
 }
 
-// fullyReplicated reports whether topic has partitions partitions, each
-// with a leader and an ISR of rf, in the node behind cl's view.
-func fullyReplicated(ctx context.Context, cl *kgo.Client, topic string, partitions, rf int) bool {
+// topicPartitions is topic's partitions in the Metadata of the node behind
+// cl (asked with a 2 s bound).
+func topicPartitions(ctx context.Context, cl *kgo.Client, topic string) ([]kmsg.MetadataResponseTopicPartition, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req := kmsg.NewPtrMetadataRequest()
@@ -336,10 +336,26 @@ func fullyReplicated(ctx context.Context, cl *kgo.Client, topic string, partitio
 	rt.Topic = kmsg.StringPtr(topic)
 	req.Topics = []kmsg.MetadataRequestTopic{rt}
 	resp, err := req.RequestWith(ctx, cl)
-	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != partitions {
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics", topic, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
+	}
+	return resp.Topics[0].Partitions, nil
+}
+
+// fullyReplicated reports whether topic has partitions partitions, each
+// with a leader and an ISR of rf, in the node behind cl's view.
+func fullyReplicated(ctx context.Context, cl *kgo.Client, topic string, partitions, rf int) bool {
+	ps, err := topicPartitions(ctx, cl, topic)
+	if err != nil || len(ps) != partitions {
 		return false
 	}
-	for _, p := range resp.Topics[0].Partitions {
+	for _, p := range ps {
 		if p.ErrorCode != 0 || p.Leader < 0 || len(p.Replicas) != rf || len(p.ISR) != rf {
 			return false
 		}

@@ -66,18 +66,12 @@ func TestControlledShutdownOfEveryNode(t *testing.T) {
 
 // partitionOf is partition 0 of topic in the view of the node behind cl.
 func partitionOf(ctx context.Context, cl *kgo.Client, topic string) (kmsg.MetadataResponseTopicPartition, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = []kmsg.MetadataRequestTopic{rt}
-	resp, err := req.RequestWith(ctx, cl)
+	ps, err := topicPartitions(ctx, cl, topic)
+	if err == nil && len(ps) != 1 {
+		err = fmt.Errorf("metadata of %s: %d partitions", topic, len(ps))
+	}
 	if err != nil {
 		return kmsg.MetadataResponseTopicPartition{}, err
 	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return kmsg.MetadataResponseTopicPartition{}, fmt.Errorf("metadata of %s: %d topics", topic, len(resp.Topics))
-	}
-	return resp.Topics[0].Partitions[0], nil
+	return ps[0], nil
 }
