@@ -46,8 +46,11 @@ import (
 // A partition followed (or restarted in a newer epoch) while the round's Fetch waits at the
 // leader (up to MaxWaitMs) interrupts that Fetch, at the earliest minInterruptAge after it was
 // sent, so the next round carries the partition at once: a follower that joins a new leader's
-// ISR holds that leader's acks=all writes until it fetches. Kafka's fetcher thread picks new
-// partitions up only after the fetch in flight returns.
+// ISR holds that leader's acks=all writes until it fetches. One followed while the round is
+// being prepared (dialling, OffsetForLeaderEpoch) makes the round's Fetch not wait. And a
+// Fetch waits no longer than the first back-off of the source's other partitions ends, so a
+// quick retry is not held by a parked Fetch. Kafka's fetcher thread picks new partitions up
+// only after the fetch in flight returns.
 //
 // Throttle (follower.replication.throttled.rate, Kafka's follower quota): the bytes that
 // throttled replicas (Throttled: follower.replication.throttled.replicas) receive draw on one

@@ -40,6 +40,7 @@ type testLeader struct {
 	stopped bool // the nodes' logs are about to close: answer nothing more from them
 
 	partErr   atomic.Int32              // when set, every fetched partition answers this error code
+	notReady  map[tp]bool               // under mu: these partitions answer NOT_LEADER_OR_FOLLOWER
 	hold      atomic.Pointer[holdFetch] // the next fetch answer with records waits for release
 	diverging atomic.Int64              // fetch answers that carried a diverging epoch
 	epochReqs atomic.Int64              // OffsetForLeaderEpoch requests
@@ -297,6 +298,8 @@ func (s *testLeader) fetchLocked(req *kmsg.FetchRequest) (*kmsg.FetchResponse, i
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case s.partErr.Load() != 0:
 				p.ErrorCode = int16(s.partErr.Load())
+			case s.notReady[k]:
+				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				hw := n.hw
 				ans := serveFetch(n, req.ReplicaID, FollowerRequest{Kind: RequestFetch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch, FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch, LogStartOffset: rp.LogStartOffset}, now.UnixMilli())

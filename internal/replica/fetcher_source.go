@@ -30,6 +30,9 @@ type sourceFetcher struct {
 		sync.Mutex
 		parts map[followed]*fetchState
 		fetch *parkedFetch // the Fetch in flight (it may wait at the leader); nil otherwise
+		// changed: a partition was followed (or restarted) after next() read the set, while
+		// no Fetch was in flight to interrupt; the round's Fetch then does not wait.
+		changed bool
 	}
 }
 
@@ -55,7 +58,11 @@ var errFetchInterrupted = errors.New("replica: fetch interrupted to add partitio
 // The cancelled request takes its connection with it; the next round redials. Holding sf.mu.
 func (sf *sourceFetcher) interruptLocked() {
 	pf := sf.mu.fetch
-	if pf == nil || pf.interrupted {
+	if pf == nil {
+		sf.mu.changed = true // between next() and the Fetch (dialling, other requests)
+		return
+	}
+	if pf.interrupted {
 		return
 	}
 	pf.interrupted = true
@@ -115,7 +122,7 @@ func (sf *sourceFetcher) run(ctx context.Context) {
 			}
 			continue
 		}
-		err := sf.round(ctx, epochs, lists, fetches)
+		err := sf.round(ctx, epochs, lists, fetches, wait)
 		if err == nil || ctx.Err() != nil || errors.Is(err, errFetchInterrupted) {
 			continue // an interrupted fetch's connection is dead: the next round redials
 		}
@@ -138,6 +145,7 @@ func (sf *sourceFetcher) next() (epochs, lists, fetches []roundPart, wait time.D
 	wait = time.Hour
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
+	sf.mu.changed = false
 	for _, st := range sf.mu.parts {
 		req := st.core.Next(st.p.LocalLog(), now)
 		if at := st.core.WakeAtMs(now); at >= 0 {
@@ -157,7 +165,7 @@ func (sf *sourceFetcher) next() (epochs, lists, fetches []roundPart, wait time.D
 
 // round sends the round's requests and applies the answers. An error is the connection's or
 // the whole request's: every partition is retried after a back-off.
-func (sf *sourceFetcher) round(ctx context.Context, epochs, lists, fetches []roundPart) error {
+func (sf *sourceFetcher) round(ctx context.Context, epochs, lists, fetches []roundPart, wait time.Duration) error {
 	if sf.conn == nil || sf.conn.Err() != nil {
 		addr, ok := sf.f.o.Endpoint(sf.leader)
 		if !ok {
@@ -182,7 +190,7 @@ func (sf *sourceFetcher) round(ctx context.Context, epochs, lists, fetches []rou
 		}
 	}
 	if len(fetches) > 0 {
-		return sf.fetch(ctx, fetches)
+		return sf.fetch(ctx, fetches, wait)
 	}
 	return nil
 }
@@ -338,7 +346,9 @@ func (sf *sourceFetcher) listOffsets(ctx context.Context, parts []roundPart) err
 	return nil
 }
 
-func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
+// fetch sends the round's Fetch. It waits at the leader at most MaxWaitMs, and no longer than
+// wait, when the first partition backing off has its next request.
+func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart, wait time.Duration) error {
 	o := &sf.f.o
 	rate := o.Throttle()
 	throttled := func(rp roundPart) bool { return rate > 0 && o.Throttled(rp.st.topic, rp.st.partition) }
@@ -362,7 +372,7 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(fetchVersion)
 	req.ReplicaID = o.LocalID
-	req.MaxWaitMillis = o.MaxWaitMs
+	req.MaxWaitMillis = int32(min(int64(o.MaxWaitMs), max(wait.Milliseconds(), 0)))
 	req.MinBytes = o.MinBytes
 	req.MaxBytes = o.ResponseMaxBytes
 	req.IsolationLevel = 0
@@ -392,8 +402,11 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart) error {
 	pf := &parkedFetch{cancel: cancel, started: time.Now()}
 	sf.mu.Lock()
 	sf.mu.fetch = pf
+	if sf.mu.changed {
+		req.MaxWaitMillis = 0 // the next round carries what was followed meanwhile
+	}
 	sf.mu.Unlock()
-	kresp, err := sf.request(fctx, req, o.MaxWaitMs)
+	kresp, err := sf.request(fctx, req, req.MaxWaitMillis)
 	sf.mu.Lock()
 	sf.mu.fetch = nil
 	interrupted := pf.interrupted
