@@ -175,9 +175,15 @@ func (f *fetch) sessionAnswer() (id int32, errCode int16, pruned bool) {
 				rp := &rt.Partitions[pi]
 				fp := &f.topics[ti].parts[pi]
 				k.Partition = rp.Partition
+				hw := fp.hw
+				if fp.errCode != 0 {
+					// As Kafka caches an error answer's high watermark (-1): the partition is
+					// answered again in the first incremental fetch after the error clears.
+					hw = -1
+				}
 				f.created = append(f.created, fetchsession.Created{
 					Added:         fetchsession.Added{Key: k, Name: name, Params: f.params(rp)},
-					HighWatermark: fp.hw, LogStartOffset: fp.logStart,
+					HighWatermark: hw, LogStartOffset: fp.logStart,
 				})
 			}
 		}

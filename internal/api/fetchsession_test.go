@@ -352,3 +352,25 @@ func TestFetchSessionFranzConsumer(t *testing.T) {
 		t.Fatalf("fetch sessions on the broker: %d of %d partitions, want the consumer's one of %d", n, ps, parts)
 	}
 }
+
+// A partition answered with an error in the session's full fetch is answered again once the
+// error clears, even with nothing new to read: the session remembers no high watermark for
+// it (Kafka caches the error answer's -1).
+func TestFetchSessionAnswersAPartitionWhoseErrorCleared(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, b.Addr(), "e", 1, nil)
+	produceTo(t, manualClient(t, b.Addr()), "e", 0)
+	c := dialSessionConn(t, b.Addr(), 13, "e")
+
+	resp := c.fetch(sessionFetch{epoch: 0, parts: all("e", 1, 100)})
+	got := c.answered(resp)
+	if resp.SessionID == 0 || got["e/0"].ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("full fetch past the end: session %d, answered %+v", resp.SessionID, got)
+	}
+	// The client resets to the end (1): no records, the same high watermark as before.
+	resp = c.fetch(sessionFetch{id: resp.SessionID, epoch: 1, maxWait: 100, parts: all("e", 1, 1)})
+	got = c.answered(resp)
+	if p, ok := got["e/0"]; !ok || p.ErrorCode != 0 || p.HighWatermark != 1 {
+		t.Fatalf("after the error cleared: answered %+v, want e/0 without error at high watermark 1", got)
+	}
+}
