@@ -164,16 +164,17 @@ func (h *Handler) awaitCommit(ctx context.Context, resp *kmsg.ProduceResponse, w
 // produce validates and appends one partition's records. hdrs is scratch space for the
 // batch headers, returned (grown) for the next partition.
 func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool, timeoutMs int64, hdrs []batch.Header) (replica.AppendResult, []batch.Header, error) {
+	if t := h.Meta.Image().Topic(topic); t != nil && t.Internal {
+		// Only the coordinators write internal topics (Kafka: "Cannot append to internal
+		// topic"), checked first, as Kafka's appendToLocalLog does.
+		return replica.AppendResult{}, hdrs, fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, topic)
+	}
 	p, err := h.partition(topic, part)
 	if err != nil {
 		return replica.AppendResult{}, hdrs, err
 	}
 	if err := p.CheckLeader(-1); err != nil {
 		return replica.AppendResult{}, hdrs, err // before the work of validating
-	}
-	if t := h.Meta.Image().Topic(topic); t != nil && t.Internal {
-		// Only the coordinators write internal topics (Kafka: "Cannot append to internal topic").
-		return replica.AppendResult{}, hdrs, fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, topic)
 	}
 	s := p.Settings()
 	raw, hdrs, err := prepareBatches(version, records, s, hdrs)

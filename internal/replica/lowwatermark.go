@@ -17,9 +17,10 @@ import (
 // alive (ReplicationConfig.Eligible: registered and not fenced, Kafka's hasAliveBroker). A
 // follower reports its log start offset in every fetch (Fetch v5+; older fetches report -1)
 // and takes the leader's from the answers (Follower.HandleFetch), so the low watermark moves
-// with the followers' fetches. A follower that has not fetched in this leadership has an
-// unknown log start (-1), which holds the low watermark at -1 until it does (Kafka resets the
-// replica states when a broker becomes leader).
+// with the followers' fetches. A follower that has not fetched since this broker became leader
+// has an unknown log start (-1), which holds the low watermark at -1 until it does (Kafka
+// resets the replica states when a broker becomes leader; a new epoch under the same leader
+// keeps them, in Kafka and here).
 //
 // Waiting requests sit in the LeaderState's second purgatory (purgatory.go), by the low
 // watermark instead of the high watermark, and are re-checked on every follower fetch, on a

@@ -502,7 +502,9 @@ func (n *Node) run() {
 			return
 		}
 		n.publishStatus()
-		if stopc == nil && !n.isLeader {
+		if stopc == nil && !n.isLeader && n.lead != raft.None {
+			// Another voter leads: it heard from a majority, so the votes it needed (ours, in
+			// a quorum of two) have arrived, and it tells the others what is committed.
 			n.log.Info("controller leadership handed off before stopping", "leader", int64(n.lead)-1)
 			n.failAll(ErrStopped)
 			return
