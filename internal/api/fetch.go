@@ -210,6 +210,9 @@ func (f *fetch) resolve() {
 			switch {
 			case topicErr != 0:
 				fp.errCode = topicErr
+			case ps[i] == nil && t != nil && rp.Partition >= 0 && rp.Partition < t.Partitions:
+				// In the metadata but not on this broker (Kafka's getPartitionOrError).
+				fp.errCode = kerr.NotLeaderForPartition.Code
 			case ps[i] == nil:
 				fp.errCode = kerr.UnknownTopicOrPartition.Code
 			}

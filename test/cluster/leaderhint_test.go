@@ -84,6 +84,24 @@ func TestProduceNamesTheCurrentLeader(t *testing.T) {
 			t.Fatalf("v%d node endpoints %+v, want node 1 at %s", v, pr.Brokers, c.Node(1).ClientAddr())
 		}
 	}
+
+	// A fetch from the broker with no replica is NOT_LEADER_OR_FOLLOWER too.
+	fr := kmsg.NewPtrFetchRequest()
+	fr.SetVersion(12)
+	fr.ReplicaID, fr.SessionEpoch, fr.MaxBytes = -1, -1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "elsewhere"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fr.Topics = append(fr.Topics, ft)
+	resp, err := follower.Request(ctx, fr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("fetch of elsewhere from node 2: %v, want NOT_LEADER_OR_FOLLOWER", kerr.ErrorForCode(code))
+	}
 }
 
 // oneRecordBatch is a v2 batch of one record, as a producer sends it.
