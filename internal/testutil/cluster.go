@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/testutil/lowport"
 )
 
 // A test cluster is real `gregor server` processes on loopback ports, one per
@@ -778,7 +779,7 @@ func holdPorts(t testing.TB, n int) (ports []int, release func()) {
 		held = nil
 	}
 	for range n {
-		l, err := listenFixedPort()
+		l, err := lowport.Listen()
 		if err != nil {
 			release()
 			t.Fatal(err)

@@ -3,18 +3,18 @@ package testutil
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gregor-project/gregor/internal/testutil/lowport"
 )
 
 var build struct {
@@ -62,39 +62,12 @@ func removeStaleBinaries() {
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := listenFixedPort()
+	l, err := lowport.Listen()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// listenFixedPort listens on a free loopback port below the kernel's ephemeral range. A
-// server's port is chosen once and bound again at each restart; a port from the ephemeral
-// range could meanwhile be taken by any process's outgoing connection or :0 listener (other
-// test packages run alongside), and the restart would fail "address already in use".
-func listenFixedPort() (net.Listener, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	const first = 10000
-	if low-first < 1000 {
-		return net.Listen("tcp", "127.0.0.1:0") // no room below the ephemeral range
-	}
-	var err error
-	for range 200 {
-		var l net.Listener
-		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", first+rand.IntN(low-first))); err == nil {
-			return l, nil
-		}
-	}
-	return nil, err
 }
 
 // Process is a broker running as its own OS process.

@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/testutil/lowport"
 )
 
 const testCluster = "quorum-test"
@@ -46,7 +44,7 @@ func newCluster(t testing.TB, n int, mod func(*Config)) *cluster {
 	c := &cluster{t: t, dir: t.TempDir(), mod: mod, commits: map[int32][]Committed{}}
 	lns := make([]net.Listener, n)
 	for i := range n {
-		ln, err := listenLowPort()
+		ln, err := lowport.Listen()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,34 +57,6 @@ func newCluster(t testing.TB, n int, mod func(*Config)) *cluster {
 	}
 	t.Cleanup(c.stopAll)
 	return c
-}
-
-// listenLowPort listens on a free loopback port below the kernel's ephemeral range (as
-// testutil does for its servers, which this package cannot import). A node restarted by a
-// test binds its port again; a port from the ephemeral range could meanwhile be taken by
-// any process's outgoing connection (other test packages run alongside), and the restart
-// would fail "address already in use".
-func listenLowPort() (net.Listener, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
-	const first = 10000
-	if low-first < 1000 {
-		return net.Listen("tcp", "127.0.0.1:0") // no room below the ephemeral range
-	}
-	var err error
-	for range 200 {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(first+rand.IntN(low-first))); err == nil {
-			return ln, nil
-		}
-	}
-	return nil, err
 }
 
 func (c *cluster) config(i int, ln net.Listener) Config {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/testutil/lowport"
 )
 
 // TestKill9 runs a one-controller quorum in a child process that creates topics as fast as
@@ -132,7 +133,7 @@ func waitActiveNode(t *testing.T, n *Node) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := listenLowPort() // the child binds it after this returns
+	ln, err := lowport.Listen() // the child binds it after this returns
 	if err != nil {
 		t.Fatal(err)
 	}
