@@ -238,6 +238,23 @@ func partitionErr(code int16) error {
 	return kerr.ErrorForCode(code)
 }
 
+// byTopic groups a round's partitions by topic, topics in first-seen order: each group is one
+// topic of a request (a request names a topic once).
+func byTopic(parts []roundPart) [][]roundPart {
+	index := map[string]int{}
+	var groups [][]roundPart
+	for _, rp := range parts {
+		i, ok := index[rp.st.topic]
+		if !ok {
+			i = len(groups)
+			index[rp.st.topic] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], rp)
+	}
+	return groups
+}
+
 // errMissingPartition is the error of a partition the leader's answer left out.
 var errMissingPartition = fmt.Errorf("replica: the leader's answer has no entry for the partition: %w", kerr.UnknownTopicOrPartition)
 
@@ -245,21 +262,17 @@ func (sf *sourceFetcher) offsetsForLeaderEpochs(ctx context.Context, parts []rou
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.SetVersion(offsetForLeaderEpochVersion)
 	req.ReplicaID = sf.f.o.LocalID
-	topics := map[string]int{}
-	for _, rp := range parts {
-		i, ok := topics[rp.st.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[rp.st.topic] = i
-			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			t.Topic = rp.st.topic
-			req.Topics = append(req.Topics, t)
+	for _, group := range byTopic(parts) {
+		t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		t.Topic = group[0].st.topic
+		for _, rp := range group {
+			p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			p.Partition = rp.st.partition
+			p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
+			p.LeaderEpoch = rp.req.LeaderEpoch
+			t.Partitions = append(t.Partitions, p)
 		}
-		p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		p.Partition = rp.st.partition
-		p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
-		p.LeaderEpoch = rp.req.LeaderEpoch
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		req.Topics = append(req.Topics, t)
 	}
 	kresp, err := sf.request(ctx, req, 0)
 	if err != nil {
@@ -294,25 +307,22 @@ func (sf *sourceFetcher) listOffsets(ctx context.Context, parts []roundPart) err
 		err error
 	}
 	got := map[tp]*offsets{}
+	groups := byTopic(parts)
 	for i, ts := range [2]int64{-2, -1} {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.SetVersion(listOffsetsVersion)
 		req.ReplicaID = sf.f.o.LocalID
-		topics := map[string]int{}
-		for _, rp := range parts {
-			j, ok := topics[rp.st.topic]
-			if !ok {
-				j = len(req.Topics)
-				topics[rp.st.topic] = j
-				t := kmsg.NewListOffsetsRequestTopic()
-				t.Topic = rp.st.topic
-				req.Topics = append(req.Topics, t)
+		for _, group := range groups {
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = group[0].st.topic
+			for _, rp := range group {
+				p := kmsg.NewListOffsetsRequestTopicPartition()
+				p.Partition = rp.st.partition
+				p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
+				p.Timestamp = ts
+				t.Partitions = append(t.Partitions, p)
 			}
-			p := kmsg.NewListOffsetsRequestTopicPartition()
-			p.Partition = rp.st.partition
-			p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
-			p.Timestamp = ts
-			req.Topics[j].Partitions = append(req.Topics[j].Partitions, p)
+			req.Topics = append(req.Topics, t)
 		}
 		kresp, err := sf.request(ctx, req, 0)
 		if err != nil {
@@ -378,24 +388,20 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart, wait time
 	req.IsolationLevel = 0
 	req.SessionID = 0
 	req.SessionEpoch = -1 // no fetch session: every fetch names all its partitions
-	topics := map[string]int{}
-	for _, rp := range parts {
-		i, ok := topics[rp.st.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[rp.st.topic] = i
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = rp.st.topic
-			req.Topics = append(req.Topics, t)
+	for _, group := range byTopic(parts) {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic = group[0].st.topic
+		for _, rp := range group {
+			p := kmsg.NewFetchRequestTopicPartition()
+			p.Partition = rp.st.partition
+			p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
+			p.FetchOffset = rp.req.FetchOffset
+			p.LastFetchedEpoch = rp.req.LastFetchedEpoch
+			p.LogStartOffset = rp.req.LogStartOffset
+			p.PartitionMaxBytes = o.MaxBytes
+			t.Partitions = append(t.Partitions, p)
 		}
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.Partition = rp.st.partition
-		p.CurrentLeaderEpoch = rp.req.CurrentLeaderEpoch
-		p.FetchOffset = rp.req.FetchOffset
-		p.LastFetchedEpoch = rp.req.LastFetchedEpoch
-		p.LogStartOffset = rp.req.LogStartOffset
-		p.PartitionMaxBytes = o.MaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		req.Topics = append(req.Topics, t)
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
