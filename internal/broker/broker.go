@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -293,11 +294,13 @@ func (b *Broker) awaitUnfenced(ctx context.Context) error {
 // without serving yet: registration needs their ports.
 func (b *Broker) bindListeners() error {
 	b.bound = map[string]net.Addr{}
+	limits := serverLimits(b.cfg) // one memory pool for all broker listeners
 	for _, l := range b.cfg.Listeners {
 		if slices.Contains(b.cfg.ControllerListenerNames, l.Name) {
 			continue
 		}
 		s := server.New(l.Name, b.handler, b.log)
+		s.SetLimits(limits)
 		addr, err := s.Listen(l.Addr())
 		if err != nil {
 			return fmt.Errorf("listeners %s: %w", l, err)
@@ -311,6 +314,16 @@ func (b *Broker) bindListeners() error {
 		return errors.New("listeners: no broker listener configured")
 	}
 	return nil
+}
+
+// serverLimits are the connection limits of cfg, with a new memory pool: one per set of
+// listeners, as Kafka gives its broker and its controller each a SocketServer and a pool.
+func serverLimits(cfg *config.Broker) server.Limits {
+	idle := time.Duration(-1)
+	if ms := cfg.ConnectionsMaxIdleMs; ms >= 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
+		idle = time.Duration(ms) * time.Millisecond
+	}
+	return server.Limits{Pool: server.NewMemoryPool(cfg.QueuedMaxRequestBytes), MaxIdle: idle}
 }
 
 func (b *Broker) serve() {

@@ -95,6 +95,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 		Logger:              b.log,
 	})
 	srv := server.New(name, h, b.log)
+	srv.SetLimits(serverLimits(cfg))
 	srv.Use(b.ctrlMux.Other())
 	b.ctrlServer = srv
 	b.wg.Add(1)

@@ -29,11 +29,23 @@ type Handler interface {
 	MaxRequestBytes() int32
 }
 
+// Limits are a server's resource limits, from the broker's configuration.
+type Limits struct {
+	// Pool bounds the bytes of requests read and not yet handled (queued.max.request.bytes);
+	// nil for no bound. A broker's listeners share one pool, as Kafka's SocketServer does.
+	Pool *MemoryPool
+	// MaxIdle is connections.max.idle.ms: a connection with no request for that long after
+	// its last answer is closed, and so is one whose request has not arrived whole that long
+	// after its first byte. Negative: neither.
+	MaxIdle time.Duration
+}
+
 // Server accepts connections on one listener.
 type Server struct {
 	handler Handler
 	log     *slog.Logger
 	name    string
+	limits  Limits // set before Serve, read-only after
 
 	stopped chan struct{} // closed by StopAccepting
 
@@ -48,10 +60,14 @@ type Server struct {
 
 // New creates a server for the named listener (e.g. PLAINTEXT).
 func New(name string, h Handler, log *slog.Logger) *Server {
-	s := &Server{handler: h, log: log, name: name, stopped: make(chan struct{})}
+	s := &Server{handler: h, log: log, name: name, stopped: make(chan struct{}), limits: Limits{MaxIdle: -1}}
 	s.mu.conns = make(map[net.Conn]struct{})
 	return s
 }
+
+// SetLimits sets the server's limits; it must be called before Serve. Without it a server
+// has none.
+func (s *Server) SetLimits(l Limits) { s.limits = l }
 
 func (s *Server) maxRequest() int32 { return s.handler.MaxRequestBytes() }
 
