@@ -60,16 +60,17 @@ const (
 	rssSlack = 48 << 20
 )
 
-// bigProduce is one Produce v9 (acks=all) frame of bigRecords uncompressed records of bigValue
-// bytes to partition 0 of topic; record i's value starts with i.
-func bigProduce(t *testing.T, topic string) []byte {
+// produceFrame is one Produce v9 (acks=all) frame of n uncompressed records of size bytes to
+// partition 0 of topic; record i's value starts with i and goes on with the low byte of each
+// position.
+func produceFrame(t *testing.T, topic string, n, size int, timeoutMs int32) []byte {
 	t.Helper()
 	now := time.Now().UnixMilli()
 	h := batch.Header{PartitionLeaderEpoch: -1, BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-		LastOffsetDelta: bigRecords - 1}
+		LastOffsetDelta: int32(n - 1)}
 	var recs []batch.Record
-	for i := 0; i < bigRecords; i++ {
-		v := make([]byte, bigValue)
+	for i := 0; i < n; i++ {
+		v := make([]byte, size)
 		binary.BigEndian.PutUint64(v, uint64(i))
 		for j := 8; j < len(v); j++ {
 			v[j] = byte(j)
@@ -83,7 +84,7 @@ func bigProduce(t *testing.T, topic string) []byte {
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(9)
 	req.Acks = -1
-	req.TimeoutMillis = 60000
+	req.TimeoutMillis = timeoutMs
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -146,7 +147,7 @@ func TestQueuedMaxRequestBytesBoundsMemory(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "big"); err != nil {
 		t.Fatal(err)
 	}
-	frame := bigProduce(t, "big")
+	frame := produceFrame(t, "big", bigRecords, bigValue, 60000)
 	base := memStatus(t, p.Pid(), "VmRSS")
 
 	var wg sync.WaitGroup
