@@ -379,6 +379,9 @@ func (b *Broker) Close() error {
 		for _, s := range b.servers {
 			s.Close()
 		}
+		if b.handler != nil {
+			b.handler.Close() // auto-creations in flight, before the controller channel goes
+		}
 		if b.fetchers != nil {
 			b.fetchers.Close()
 		}
