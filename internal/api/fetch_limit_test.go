@@ -4,11 +4,14 @@ import (
 	"crypto/rand"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/testutil"
+	"github.com/gregor-project/gregor/internal/wire"
 )
 
 const (
@@ -134,5 +137,48 @@ func TestFetchRepeatedPartition(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "big" || got[1] != "other" {
 		t.Fatalf("big[0] big[0] other[0] big[0] answered %v, want [big other]", got)
+	}
+}
+
+// A follower's fetch is bounded by the leader's fetch.max.bytes too, as in Kafka (the
+// follower asks for its replica.fetch.response.max.bytes; the leader caps that). Broker 99
+// is played with raw requests, as in replication_test.go.
+func TestFetchMaxBytesFollower(t *testing.T) {
+	b := startLimitBroker(t)
+	h := b.Handler()
+	p := h.Replicas.Get("big", 0)
+	if p == nil {
+		t.Fatal("partition not open")
+	}
+	if leader, _, _ := p.Role(); leader < 0 {
+		h.Replicas.SetReplication(replica.ReplicationOptions{LocalID: h.NodeID})
+	}
+	_, epoch, _ := p.Role()
+	reg := replica.LeaderAndISR{Leader: h.NodeID, LeaderEpoch: epoch + 1, PartitionEpoch: p.Registration().PartitionEpoch + 1,
+		Replicas: []int32{h.NodeID, fakeFollower}, ISR: []int32{h.NodeID}}
+	if err := p.MakeLeader(reg, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := wire.Dial(ctxT(t), b.Addr(), "test-follower")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID, req.MinBytes, req.MaxBytes = fakeFollower, 1, math.MaxInt32
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "big"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.PartitionMaxBytes = epoch+1, -1, math.MaxInt32
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := conn.Request(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if n := len(fp.RecordBatches); fp.ErrorCode != 0 || n > limitFetchMaxBytes || n < limitFetchMaxBytes-2*limitBatch {
+		t.Fatalf("follower fetch of 2^31-1 bytes: error %d, %d record bytes; want at most fetch.max.bytes", fp.ErrorCode, n)
 	}
 }
