@@ -20,8 +20,10 @@ import (
 // same: transactions are not served yet, so both isolation levels read up to it). When fewer
 // than min_bytes are available the request parks until a watched partition gets an append,
 // max_wait passes, or the connection closes (long poll). Total bytes are bounded by max_bytes
-// and each partition by its partition_max_bytes, except that from v3 on the first partition
-// with data returns at least one whole batch (KIP-74). From v7 a client may open a fetch
+// and the broker's fetch.max.bytes (responseMaxBytes) and each partition by its
+// partition_max_bytes, except that from v3 on the first partition with data returns at least
+// one whole batch (KIP-74). A partition named more than once is read and answered once
+// (fetchunique.go). From v7 a client may open a fetch
 // session (KIP-227, fetchsession.go) and then name only the partitions that changed and be
 // answered only those with something new. v0-v3 get records down-converted to message
 // format v0/v1.
