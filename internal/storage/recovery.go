@@ -85,8 +85,7 @@ func (l *Log) load(opt OpenOptions) error {
 
 	nowMs := l.nowMs()
 	truncated := make(map[*segment]int64) // segments recovered so far -> bytes cut
-	for i, base := range bases {
-		active := i == len(bases)-1
+	for _, base := range bases {
 		s, missing, err := openSegment(l.fs, l.dir, base, cfg, nowMs, l.logger, false)
 		if err != nil {
 			return err
@@ -94,7 +93,7 @@ func (l *Log) load(opt OpenOptions) error {
 		l.mu.segments = append(l.mu.segments, s)
 		reason := "index file missing"
 		if !missing {
-			if reason, err = s.loadIndexes(!active, cfg.IndexIntervalBytes); err != nil {
+			if reason, err = s.loadIndexes(cfg.IndexIntervalBytes); err != nil {
 				return err
 			}
 		}
@@ -190,9 +189,9 @@ func (l *Log) recoverSegment(s *segment) (int64, error) {
 
 // loadIndexes reads the segment's index files back and checks them (see the top of this
 // file). It returns why the segment must be recovered, or "".
-func (s *segment) loadIndexes(useMmap bool, interval int32) (reason string, err error) {
+func (s *segment) loadIndexes(interval int32) (reason string, err error) {
 	for _, x := range []*indexFile{&s.index.indexFile, &s.timeIndex.indexFile} {
-		if err := x.load(useMmap); errors.Is(err, errCorruptIndex) {
+		if err := x.load(); errors.Is(err, errCorruptIndex) {
 			return err.Error(), nil
 		} else if err != nil {
 			return "", err
