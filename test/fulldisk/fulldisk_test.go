@@ -133,6 +133,19 @@ func (pr *producer) fill(t *testing.T, ctx context.Context, addr string) {
 	}
 }
 
+// ping checks that the broker answers a metadata request.
+func ping(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatalf("broker started on a full disk does not answer: %v", err)
+	}
+}
+
 // verify reads every partition from its start and checks that each acknowledged record is
 // where it was acknowledged.
 func (pr *producer) verify(t *testing.T, ctx context.Context, addr string) {
@@ -191,8 +204,8 @@ func (pr *producer) verify(t *testing.T, ctx context.Context, addr string) {
 }
 
 // A broker whose log directory fills up answers KAFKA_STORAGE_ERROR for the partitions that
-// hit it; once space is freed it restarts (after kill -9 and after SIGTERM) and serves every
-// acknowledged record again. The indexes are the trap: their active files are preallocated,
+// hit it; restarted on the full disk it starts; once space is freed it restarts (after kill -9
+// and after SIGTERM) and serves every acknowledged record again. The indexes are the trap: their active files are preallocated,
 // sparse and memory-mapped, and on a tmpfs touching a page of a hole allocates it.
 func TestFullDiskRestartKeepsAcknowledgedRecords(t *testing.T) {
 	disk := mountTmpfs(t, diskSize)
@@ -226,6 +239,13 @@ func TestFullDiskRestartKeepsAcknowledgedRecords(t *testing.T) {
 	} {
 		pr.fill(t, ctx, p.Addr)
 		t.Logf("%s round: disk full after %d acknowledged records", stop.name, len(pr.acked))
+		if round == 0 {
+			// Restarted (as a supervisor would) on the disk still full, it starts and
+			// answers; its partitions come back once space is freed and it restarts again.
+			p.Kill()
+			p = testutil.StartProcess(t, dir, port, sets...)
+			ping(t, ctx, p.Addr)
+		}
 		if err := os.Remove(fillers[round]); err != nil {
 			t.Fatal(err)
 		}
