@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,9 +30,9 @@ import (
 const (
 	topic      = "full"
 	partitions = 3
-	diskSize   = "8m"
+	diskSize   = "16m"
 	fillerSize = 2 << 20 // bytes of each filler file: what freeing one gives back
-	valueSize  = 1000
+	valueSize  = 200
 )
 
 // mountTmpfs mounts a tmpfs of size at a new directory and unmounts it when the test ends
@@ -82,6 +83,7 @@ func (pr *producer) fill(t *testing.T, ctx context.Context, addr string) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond),
+		kgo.ProducerBatchMaxBytes(2048), // many small batches: many index entries
 		kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(10*time.Second)) // no retry: a retry waits for fresh metadata
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +103,7 @@ func (pr *producer) fill(t *testing.T, ctx context.Context, addr string) {
 			t.Fatalf("the disk did not fill: storage errors from %d of %d partitions, other errors %v", len(pr.storage), partitions, pr.other)
 		}
 		var wg sync.WaitGroup
-		for i := 0; i < 60; i++ {
+		for i := 0; i < 150; i++ {
 			pr.mu.Lock()
 			pr.seq++
 			id := pr.seq
@@ -131,6 +133,22 @@ func (pr *producer) fill(t *testing.T, ctx context.Context, addr string) {
 		}
 		wg.Wait()
 	}
+}
+
+// indexSizes lists the lengths of the offset index files under dir.
+func indexSizes(t *testing.T, dir string) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, topic+"-*", "*.index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			out = append(out, fmt.Sprintf("%s/%s %d", filepath.Base(filepath.Dir(p)), filepath.Base(p), fi.Size()))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // ping checks that the broker answers a metadata request.
@@ -215,7 +233,10 @@ func TestFullDiskRestartKeepsAcknowledgedRecords(t *testing.T) {
 	}
 	dir := filepath.Join(disk, "data")
 	port := testutil.FreePort(t)
-	sets := []string{"log.segment.bytes=1048576", fmt.Sprintf("num.partitions=%d", partitions)}
+	// An index entry for every batch (of a few KiB), and segments that do not roll before the
+	// disk is full: the active indexes pass a page and are written through read-write
+	// mappings when it fills.
+	sets := []string{"log.segment.bytes=8388608", "log.index.interval.bytes=100", fmt.Sprintf("num.partitions=%d", partitions)}
 	p := testutil.StartProcess(t, dir, port, sets...)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
@@ -238,7 +259,7 @@ func TestFullDiskRestartKeepsAcknowledgedRecords(t *testing.T) {
 		{"SIGTERM", func() error { return p.Stop() }},
 	} {
 		pr.fill(t, ctx, p.Addr)
-		t.Logf("%s round: disk full after %d acknowledged records", stop.name, len(pr.acked))
+		t.Logf("%s round: disk full after %d acknowledged records; index files: %s", stop.name, len(pr.acked), indexSizes(t, dir))
 		if round == 0 {
 			// Restarted (as a supervisor would) on the disk still full, it starts and
 			// answers; its partitions come back once space is freed and it restarts again.
