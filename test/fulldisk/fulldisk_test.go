@@ -83,7 +83,7 @@ func (pr *producer) fill(t *testing.T, ctx context.Context, addr string) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond),
-		kgo.ProducerBatchMaxBytes(2048), // many small batches: many index entries
+		kgo.ProducerBatchMaxBytes(2048),                                 // many small batches: many index entries
 		kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(10*time.Second)) // no retry: a retry waits for fresh metadata
 	if err != nil {
 		t.Fatal(err)
