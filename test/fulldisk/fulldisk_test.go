@@ -80,11 +80,11 @@ type producer struct {
 // fill produces to every partition with acks=all until each one answers KAFKA_STORAGE_ERROR.
 func (pr *producer) fill(t *testing.T, ctx context.Context, addr string) {
 	t.Helper()
+	// Small batches make many index entries; no retries, as a retry waits for fresh metadata.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond),
-		kgo.ProducerBatchMaxBytes(2048),                                 // many small batches: many index entries
-		kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(10*time.Second)) // no retry: a retry waits for fresh metadata
+		kgo.ProducerBatchMaxBytes(2048), kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
