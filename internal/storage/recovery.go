@@ -13,9 +13,10 @@ import (
 
 // Loading and recovery, after Kafka's LogLoader.
 //
-// On every Open each segment's indexes are read back and sanity-checked: the file sizes are
-// whole entries (trailing zero entries, as a preallocated file leaves them, are dropped),
-// entries strictly increase, offset index positions lie inside the .log and the batch at the
+// On every Open each segment's indexes are read back, touching nothing past their entries
+// (see indexFile), and sanity-checked: the file sizes are whole entries (trailing zero
+// entries, as an active or preallocated file leaves them, are dropped), entries strictly
+// increase, offset index positions lie inside the .log and the batch at the
 // last indexed position has the indexed last offset, and the time index does not reach past
 // the segment's end. The batches after the last index entry are then walked by header, which
 // gives the segment's next offset and largest timestamp and adds index entries a crash may
