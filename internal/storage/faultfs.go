@@ -23,6 +23,7 @@ const (
 	FaultRename                  // FS.Rename (matched against the old path)
 	FaultRemove                  // FS.Remove and FS.RemoveAll
 	FaultSyncDir                 // FS.SyncDir
+	FaultAllocate                // allocating file space ahead of writes (an index's fallocate)
 )
 
 func (op FaultOp) String() string {
@@ -41,6 +42,8 @@ func (op FaultOp) String() string {
 		return "remove"
 	case FaultSyncDir:
 		return "syncdir"
+	case FaultAllocate:
+		return "allocate"
 	}
 	return fmt.Sprintf("FaultOp(%d)", int(op))
 }
@@ -336,6 +339,15 @@ func (f *faultFile) Sync() error {
 	}
 	f.fs.noteSynced(f.path, fi.Size())
 	return nil
+}
+
+// Allocate makes the file an allocator, so allocating can be failed too (Fault.Err set to
+// ENOSPC for a full disk, or wrapping errNoAllocate for a file system without fallocate).
+func (f *faultFile) Allocate(off, n int64) error {
+	if ft := f.fs.match(FaultAllocate, f.path); ft != nil {
+		return ft.err(FaultAllocate, f.path)
+	}
+	return allocate(f.File, off, n)
 }
 
 func (f *faultFile) Truncate(size int64) error {

@@ -86,7 +86,7 @@ func TestOneFDPerSegment(t *testing.T) {
 }
 
 // TestMeasureFDs opens GREGOR_FD_PARTITIONS logs of GREGOR_FD_SEGMENTS segments each (written
-// first, then closed) and reports the descriptors they hold. Skipped unless
+// first, then closed) and reports the descriptors and index mappings they hold. Skipped unless
 // GREGOR_FD_PARTITIONS is set.
 func TestMeasureFDs(t *testing.T) {
 	parts, _ := strconv.Atoi(os.Getenv("GREGOR_FD_PARTITIONS"))
@@ -132,7 +132,7 @@ func TestMeasureFDs(t *testing.T) {
 		logs = append(logs, l)
 	}
 	fds := openFDs(t) - base
-	t.Logf("%d partitions, %d segments: %d descriptors (%.2f per segment), opened in %v", parts, n, fds, float64(fds)/float64(n), time.Since(start))
+	t.Logf("%d partitions, %d segments: %d descriptors (%.2f per segment), %d index mappings, opened in %v", parts, n, fds, float64(fds)/float64(n), mappingsUnder(t, root), time.Since(start))
 }
 
 // Segments renamed to .deleted (retention, with file.delete.delay.ms) hold no index

@@ -10,7 +10,7 @@ import (
 // files are dirty (sealed segments' .index/.timeindex included; the active segment's indexes
 // are rebuilt by recovery anyway and are not synced) and whether the directory changed. A
 // failed fsync takes the log offline (the kernel may have dropped the dirty pages, so retrying
-// would lie) and is returned. Index files mapped without a descriptor are opened for their
+// would lie) and is returned. Index files (which hold no descriptor) are opened for their
 // fsyncs under writeMu (see indexFile); failing to open one (say EMFILE) loses nothing, so it
 // is returned with the log left online and the files still dirty for the next flush.
 func (l *Log) Flush() error {
@@ -37,7 +37,7 @@ func (l *Log) Flush() error {
 		if !j.log && !j.index && !j.timeIdx {
 			continue
 		}
-		// Index files mapped without a descriptor are opened here, under writeMu, which
+		// Index files (which hold no descriptor) are opened here, under writeMu, which
 		// keeps their paths from being renamed (see indexFile).
 		var err error
 		if j.sync, err = s.prepareSync(j.log, j.index, j.timeIdx); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"sync"
 )
 
 // errCorruptIndex reports an index file that fails its sanity check; the segment's indexes are
@@ -14,87 +16,113 @@ var errCorruptIndex = errors.New("storage: corrupt index")
 // indexFile is what the offset index and the time index share: a file of fixed-size
 // big-endian entries, sorted, with every entry also held in memory.
 //
-// File format: entries back to back, nothing else; the file length is a multiple of the entry
-// size once trailing all-zero entries are dropped (Kafka preallocates index files with zeros,
-// so zero entries at the end of a file read back after a crash are not entries).
+// File format: entries back to back, nothing else. A file may end in zeros: an active index
+// file is allocated ahead of its entries (below), and an older one was preallocated, sparse,
+// to its full size; zero entries at the end of a file are not entries. Once they are dropped,
+// what is left must be whole entries.
 //
-// Memory: when the FS is the OS, index files are mmapped and cost page cache, not heap: a
-// sealed segment's read-only and trimmed to its entries; the active segment's read-write over
-// the file preallocated (with zeros, sparse) to hold maxEntries+1 entries, entries being
-// written straight into the mapping, as Kafka does (rw). Otherwise (a test FS without an
-// *os.File, or a read-write mmap that failed: noRW) the entries live in a heap slice that
-// grows as entries are added. So the heap does not grow with the data a broker holds: ~20
-// bytes of index per 4 KiB of log would otherwise be ~5 MB per partition with a full 1 GiB
-// active segment.
+// Reading a file back (load) never touches a byte past its entries: the end of the written
+// part of a sparse file is found with SEEK_HOLE, the last entry by reading backwards from
+// there with pread, and only the entries are mapped. (Touching a page of a hole through a
+// mapping allocates it on a tmpfs: scanning a 10 MB preallocated index that way filled a disk
+// that had just been freed, and the SIGBUS killed the broker at every start.) The entries are
+// then sanity-checked (see recovery.go); an index that fails is rebuilt from the .log.
 //
-// File descriptors: a mapped index holds none (as Kafka's AbstractIndex), so a segment costs
-// one, its .log's, and a broker's descriptors do not grow with its index files. The file is
-// opened by path (useFile) for the operations that need it: load and mmap, preallocating or
-// trimming it (makeWritable, seal, truncateEntries), writing a heap index's tail, fsyncing a
-// dirty index (syncFile, used by segment.syncFiles and Flush); and closed before the
-// operation returns. A mapping keeps the file's contents reachable without one (the kernel
+// Memory: when the FS is the OS, index files are mmapped and cost page cache, not heap, once
+// they hold a page of entries. Fewer live on the heap, and an index with no entries is neither
+// mapped nor on the heap: vm.max_map_count is ~65,530, a broker may hold 100,000 idle
+// partitions, and a mapping costs a page of page cache however few entries it holds. A loaded or sealed index is mapped read-only over exactly its entries. The active
+// segment's index is mapped read-write once its entries reach a page: the mapping spans the
+// room for maxEntries+1 entries, but the file is only as long as alloc, every byte below
+// alloc allocated on disk (fallocate) before an entry is written there, so writing through
+// the mapping never faults on a full disk; running out of space is an error from the
+// fallocate (ENOSPC), which takes the log offline like any failed write, and the process
+// lives. alloc grows by doubling, at most 64 KiB at a time (allocChunk), so a crash leaves at
+// most that much of zeros to skip. Where the file system cannot allocate ahead (no
+// fallocate), or a mmap fails (say vm.max_map_count reached), the entries stay on the heap
+// (noRW), in a slice that grows as entries are added. So the heap does not grow with the data
+// a broker holds: ~20 bytes of index per 4 KiB of log would otherwise be ~5 MB per partition
+// with a full 1 GiB active segment. Writes through the mapping are also guarded
+// (writeMapped): a memory fault, should one still happen (say the file was cut under the
+// mapping), is an error, not a crash.
+//
+// File descriptors: an index holds none between operations (as Kafka's AbstractIndex), mapped
+// or not, so a segment costs one, its .log's, and a broker's descriptors do not grow with its
+// index files. The file is opened by path (useFile) for the operations that need it: load and
+// mmap, allocating, cutting or trimming it (makeRoom, truncateEntries, seal), writing a heap
+// index's tail, fsyncing (syncFile, used by segment.syncFiles and Flush); and closed before
+// the operation returns. A mapping keeps the file's contents reachable without one (the kernel
 // holds the open file description, which no descriptor limit counts), and renaming the
-// segment's files (.deleted) needs none either. Only a heap index holds its file open from
-// openIndexFile or the failed mmap on until close (keepsFile): its entries are written to the
-// file lazily and it has no mapping to flush through. So file is nil exactly when !keepsFile()
-// and no operation is in progress; once keepsFile() is true it stays true.
+// segment's files (.deleted) needs none either. So file is nil unless an operation is in
+// progress.
 //
 // Persistence: entries added to a heap index are written to the file lazily (writeTail) when
-// the log is flushed, when the segment is sealed and on close; those added to a read-write
-// mapping are in the page cache at once (an fsync through any descriptor of the file writes
-// back the mapping's dirty pages, so syncFile's fresh descriptor syncs them). Either way the
-// active segment's index is rebuilt after an unclean stop, so a tail lost in a crash never
-// matters (nor do the zero entries a preallocated file ends with: load drops them); a sealed
-// segment's index is written and then fsynced by the next flush (dirty).
+// the segment is sealed (a roll, a clean close) or the index is mapped read-write; those added
+// to a read-write mapping are in the page cache at once (an fsync through any descriptor of
+// the file writes back the mapping's dirty pages, so syncFile's fresh descriptor syncs them).
+// Either way the active segment's index is rebuilt after an unclean stop, so a tail lost in a
+// crash never matters; a sealed segment's index is written and trimmed to exactly its entries
+// (as is the active one's on a clean close: Kafka's trimToValidSize) and then fsynced by the
+// next flush (dirty).
 //
-// Concurrency: an indexFile has no lock of its own. It is guarded by its Log's locks: buf and
-// mapped are changed while holding Log.writeMu and Log.mu for writing and read while holding
-// either; file, written, dirty and the file operations (opening the file by path included) are
-// Log.writeMu's alone. Opening by path needs writeMu because that is what keeps the path
-// naming this file: segment files are renamed to .deleted (retention, truncation, a replaced
-// roll) and a new segment may be created under the same name only while holding it, and a
-// segment out of the Log is never opened by path again. Flush opens the files to fsync under
-// writeMu and fsyncs them after letting go of it.
+// Concurrency: an indexFile has no lock of its own. It is guarded by its Log's locks: buf,
+// mapped and rw are changed while holding Log.writeMu and Log.mu for writing and read while
+// holding either; file, alloc, noRW, written, dirty and the file operations (opening the file
+// by path included) are Log.writeMu's alone. Opening by path needs writeMu because that is
+// what keeps the path naming this file: segment files are renamed to .deleted (retention,
+// truncation, a replaced roll) and a new segment may be created under the same name only while
+// holding it, and a segment out of the Log is never opened by path again. Flush opens the
+// files to fsync under writeMu and fsyncs them after letting go of it.
 type indexFile struct {
 	fs         FS
 	path       string
-	file       File // open only while keepsFile() or an operation is in progress; else nil
+	file       File // open only while an operation is in progress; else nil
 	mmapable   bool // the FS gives an *os.File: the entries can be mmapped
 	entrySize  int
 	maxEntries int // the segment rolls when an index is full
 
 	buf     []byte // the entries; len(buf) is a multiple of entrySize
-	mapped  []byte // the mmap buf points into, or nil when buf is on the heap
-	rw      bool   // mapped is read-write over the preallocated file (the active segment)
-	noRW    bool   // mapping it read-write failed once: entries stay on the heap
+	mapped  []byte // the mapping (from the file's start) buf points into, or nil when buf is on the heap
+	rw      bool   // mapped is read-write (the active segment); else read-only, len(mapped) >= len(buf)
+	alloc   int    // with rw: the file's length, all of it allocated; len(buf) <= alloc <= len(mapped)
+	noRW    bool   // the FS cannot allocate ahead, or a read-write mmap failed: entries stay on the heap
 	written int    // bytes of buf known to be in the file (a prefix)
 	dirty   bool   // bytes written to the file since its last fsync
 }
 
-// openIndexFile creates the index file if it does not exist. The file is left open only when
-// the entries can never be mapped (the FS has no *os.File).
+// allocChunk is the most an active index file is extended by at a time (see indexFile).
+const allocChunk = 64 << 10
+
+// allocator is a File that allocates disk space itself (FaultFS's, to inject failures);
+// allocate uses it instead of fallocate.
+type allocator interface {
+	Allocate(off, n int64) error
+}
+
+// errNoAllocate reports a file system (or FS) that cannot allocate space ahead of writes: the
+// active index then stays on the heap.
+var errNoAllocate = errors.New("storage: cannot allocate file space ahead")
+
+// errMappingFault reports a memory fault writing an index through its mapping.
+var errMappingFault = errors.New("storage: memory fault writing a mapped index")
+
+// openIndexFile creates the index file if it does not exist, and closes it again.
 func openIndexFile(fs FS, path string, entrySize int, maxBytes int32) (*indexFile, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	x := &indexFile{fs: fs, path: path, file: f, mmapable: f.OSFile() != nil, entrySize: entrySize, maxEntries: maxEntriesFor(maxBytes, entrySize)}
-	var cerr error
-	x.settle(&cerr)
-	if cerr != nil {
-		return nil, cerr
+	x := &indexFile{fs: fs, path: path, mmapable: f.OSFile() != nil, entrySize: entrySize, maxEntries: maxEntriesFor(maxBytes, entrySize)}
+	if err := f.Close(); err != nil {
+		return nil, err
 	}
 	return x, nil
 }
 
-// keepsFile reports whether the index holds its file open between operations: only a heap
-// index does (see the type's comment).
-func (x *indexFile) keepsFile() bool { return !x.mmapable || x.noRW }
-
-// useFile returns the index's file, opening it by path when the index holds none, and done,
-// which the caller defers: it closes the file this call opened unless the index now keeps it
-// (a nested call finds the file open and its done leaves it to the outer one). Holding
-// Log.writeMu, with the segment in the Log (or before the Log is shared).
+// useFile returns the index's file, opening it by path when no operation has it open, and
+// done, which the caller defers: it closes the file this call opened (a nested call finds the
+// file open and its done leaves it to the outer one). Holding Log.writeMu, with the segment
+// in the Log (or before the Log is shared).
 func (x *indexFile) useFile() (f File, done func(*error), err error) {
 	if x.file != nil {
 		return x.file, func(*error) {}, nil
@@ -106,11 +134,8 @@ func (x *indexFile) useFile() (f File, done func(*error), err error) {
 	return x.file, x.settle, nil
 }
 
-// settle closes the file unless the index keeps it, joining a close error into *err.
+// settle closes the file, joining a close error into *err.
 func (x *indexFile) settle(err *error) {
-	if x.file == nil || x.keepsFile() {
-		return
-	}
 	f := x.file
 	x.file = nil
 	if cerr := f.Close(); cerr != nil {
@@ -122,11 +147,15 @@ func maxEntriesFor(maxBytes int32, entrySize int) int {
 	return max(1, int(maxBytes)/entrySize)
 }
 
-// load reads the file's entries back: a sealed segment's (sealed) mmapped read-only, the
-// active segment's mmapped read-write over the preallocated file, each when the FS allows,
-// else into the heap. It returns errCorruptIndex (wrapped) when the size is not a multiple of
-// the entry size once trailing zero entries are dropped.
-func (x *indexFile) load(sealed bool) (err error) {
+// load reads the file's entries back, touching nothing past them (see indexFile): mmapped
+// read-only when the FS allows, a sealed segment's and the active one's alike (an active
+// index is mapped read-write when it is first written to), else, or when the mmap fails, into
+// the heap; an index with no entries is neither. It returns errCorruptIndex (wrapped) when what precedes the trailing zero
+// entries is not whole entries.
+func (x *indexFile) load() (err error) {
+	if err := x.release(); err != nil {
+		return err
+	}
 	f, done, err := x.useFile()
 	if err != nil {
 		return err
@@ -140,59 +169,70 @@ func (x *indexFile) load(sealed bool) (err error) {
 	if size > int64(^uint32(0)) {
 		return fmt.Errorf("%w: %s is %d bytes", errCorruptIndex, x.path, size)
 	}
-	if err := x.release(); err != nil {
+	end := dataEnd(f, size)
+	n, err := x.usedBytes(f, end, size)
+	if err != nil || n == 0 {
 		return err
 	}
-	var b []byte
-	mapped, rw := false, false
-	if sealed {
-		b, mapped, err = mmapFile(f, int(size))
-	} else if x.mmapable {
-		full := max(int(size), x.preallocBytes())
-		if int(size) < full {
-			if err := f.Truncate(int64(full)); err != nil {
-				return err
-			}
+	// Map the entries only if they lie inside the written part: the last one may reach into a
+	// hole (its last bytes zeros), and faulting in a page of a hole allocates it on a tmpfs.
+	if x.mapsReadOnly(n) && int64(n) <= end {
+		if b, ok, err := mmapFile(f, n); err == nil && ok {
+			x.buf, x.mapped, x.written = b, b, n
+			return nil
 		}
-		if b, mapped, err = mmapFileRW(f, full); err != nil {
-			mapped, err, x.noRW = false, nil, true // a failed mmap (say vm.max_map_count reached): the heap
-		}
-		rw = mapped
-		b = b[:min(len(b), int(size))] // the preallocated zeros past the old size are no entries
+		// A failed mmap (say vm.max_map_count reached): the heap.
 	}
-	if err != nil {
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil {
 		return err
 	}
-	if !mapped {
-		b = make([]byte, size)
-		if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-	}
-	n := len(b) - len(b)%x.entrySize
-	for n > 0 && allZero(b[n-x.entrySize:n]) {
-		n -= x.entrySize
-	}
-	if n < len(b) && !allZero(b[n:]) {
-		if mapped {
-			x.mapped = b[:cap(b)]
-			err := x.release()
-			return errors.Join(fmt.Errorf("%w: %s has %d bytes, not a multiple of %d", errCorruptIndex, x.path, len(b), x.entrySize), err)
-		}
-		return fmt.Errorf("%w: %s has %d bytes, not a multiple of %d", errCorruptIndex, x.path, len(b), x.entrySize)
-	}
-	if mapped {
-		x.mapped, x.rw = b[:cap(b)], rw
-	} else if n < len(b)/2 {
-		b = append([]byte(nil), b[:n]...) // do not keep a preallocated file's zeros on the heap
-	}
-	x.buf = b[:n]
-	x.written = n
+	x.buf, x.written = b, n
 	return nil
 }
 
-// preallocBytes is the size of an active index file: room for maxEntries entries and the one
-// more that sealing the time index may add.
+// mapsReadOnly reports whether n bytes of entries are worth a read-only mapping: at least a
+// page (a mapping costs a page of page cache however few entries it holds, and one of the
+// ~65,530 mappings vm.max_map_count allows), and the FS has an *os.File.
+func (x *indexFile) mapsReadOnly(n int) bool { return x.mmapable && n >= os.Getpagesize() }
+
+// loadScan is how much of an index file load reads at a time, backwards from the end of its
+// written part, looking for the last entry.
+const loadScan = 16 << 10
+
+var loadScanPool = sync.Pool{New: func() any { return new([loadScan]byte) }}
+
+// usedBytes returns the length of the entries of f, a file of size bytes whose bytes from end
+// on read as zeros: up to the end of the last entry holding a non-zero byte, found by reading
+// [0, end) backwards with pread (which, unlike a mapping, never allocates a hole's pages).
+// A non-zero byte in a partial entry at the end of the file is errCorruptIndex.
+func (x *indexFile) usedBytes(f File, end, size int64) (int, error) {
+	b := loadScanPool.Get().(*[loadScan]byte)
+	defer loadScanPool.Put(b)
+	for hi := end; hi > 0; {
+		lo := max(0, hi-loadScan)
+		chunk := b[:hi-lo]
+		if n, err := f.ReadAt(chunk, lo); err != nil && !(errors.Is(err, io.EOF) && n == len(chunk)) {
+			return 0, err
+		}
+		for i := len(chunk) - 1; i >= 0; i-- {
+			if chunk[i] == 0 {
+				continue
+			}
+			es := int64(x.entrySize)
+			n := (lo + int64(i) + es) / es * es
+			if n > size {
+				return 0, fmt.Errorf("%w: %s has %d bytes, not a multiple of %d", errCorruptIndex, x.path, size, x.entrySize)
+			}
+			return int(n), nil
+		}
+		hi = lo
+	}
+	return 0, nil
+}
+
+// preallocBytes is what an active index may grow to: room for maxEntries entries and the one
+// more that sealing the time index may add. A read-write mapping spans at least this much.
 func (x *indexFile) preallocBytes() int { return (x.maxEntries + 1) * x.entrySize }
 
 func allZero(b []byte) bool {
@@ -210,75 +250,23 @@ func (x *indexFile) isFull() bool { return x.entries() >= x.maxEntries }
 
 func (x *indexFile) entry(i int) []byte { return x.buf[i*x.entrySize : (i+1)*x.entrySize] }
 
-// makeWritable prepares the entries to be appended to or truncated: mmapped read-write over
-// the file preallocated to at least minBytes (written first if entries were on the heap), or,
-// when the FS has no *os.File, on the heap. The common case, a mapping with room, opens
-// nothing (and allocates nothing: remap's deferred close would).
-func (x *indexFile) makeWritable(minBytes int) error {
-	if x.rw && len(x.mapped) >= minBytes {
-		return nil
-	}
-	return x.remap(minBytes)
-}
-
-// remap is makeWritable's slow path.
-func (x *indexFile) remap(minBytes int) (err error) {
-	if x.mmapable && !x.noRW {
-		var f File
-		var done func(*error)
-		if f, done, err = x.useFile(); err != nil {
-			return err
-		}
-		defer done(&err)
-		if err := x.writeTail(); err != nil { // a heap index's entries must be in the file
-			return err
-		}
-		full := max(x.preallocBytes(), minBytes, len(x.buf))
-		if x.rw {
-			full = max(full, 2*len(x.mapped))
-		}
-		// Cut the file to the entries, then extend it: whatever followed them (a stale or
-		// corrupt tail) becomes zeros.
-		if err := f.Truncate(int64(len(x.buf))); err != nil {
-			return err
-		}
-		if err := f.Truncate(int64(full)); err != nil {
-			return err
-		}
-		// A failed mmap (say vm.max_map_count reached) leaves the entries on the heap, and
-		// the file open (keepsFile).
-		m, ok, err := mmapFileRW(f, full)
-		if err == nil && ok {
-			old := x.mapped
-			x.buf, x.mapped, x.rw = m[:len(x.buf)], m, true
-			x.written = len(x.buf)
-			if old != nil {
-				return munmap(old)
-			}
-			return nil
-		}
-		x.noRW = true
-	}
-	if x.mapped == nil {
-		return nil
-	}
-	b := make([]byte, len(x.buf), len(x.buf)+16*x.entrySize)
-	copy(b, x.buf)
-	m := x.mapped
-	x.buf, x.mapped, x.rw = b, nil, false
-	return munmap(m)
-}
-
-// add appends one entry: into the read-write mapping (and so the file), or in memory.
+// add appends one entry: into the read-write mapping (and so the file), or on the heap. The
+// common case, a mapping with allocated room, opens nothing and allocates nothing (makeRoom's
+// deferred close would).
 func (x *indexFile) add(e []byte) error {
-	if err := x.makeWritable(len(x.buf) + len(e)); err != nil {
-		return err
+	n := len(x.buf)
+	end := n + len(e)
+	if !x.rw || end > x.alloc {
+		if err := x.makeRoom(end); err != nil {
+			return err
+		}
 	}
 	if x.rw {
-		n := len(x.buf)
-		copy(x.mapped[n:], e)
-		x.buf = x.mapped[:n+len(e)]
-		x.written = len(x.buf)
+		if err := writeMapped(x.mapped[n:end], e); err != nil {
+			return fmt.Errorf("%s: %w", x.path, err)
+		}
+		x.buf = x.mapped[:end]
+		x.written = end
 		x.dirty = true
 		return nil
 	}
@@ -286,37 +274,150 @@ func (x *indexFile) add(e []byte) error {
 	return nil
 }
 
-// truncateEntries keeps the first n entries, in memory and in the file. A read-write mapping
-// keeps its preallocated size, the dropped entries zeroed (zero entries at the end are none).
-func (x *indexFile) truncateEntries(n int) error {
-	if n >= x.entries() && x.written <= n*x.entrySize {
-		return nil
+// makeRoom makes the first end bytes writable: allocated in the file under a read-write
+// mapping, which it creates once the entries reach a page (the entries written and the file
+// cut to them first, so whatever followed them becomes zeros) or extends; or, below a page or
+// where a mapping cannot be, on the heap. An ENOSPC is returned; the entries are then as they
+// were.
+func (x *indexFile) makeRoom(end int) (err error) {
+	if !x.mmapable || x.noRW || (!x.rw && end < os.Getpagesize()) {
+		return x.toHeap()
 	}
-	if err := x.makeWritable(0); err != nil {
-		return err
-	}
-	if x.rw {
-		clear(x.mapped[n*x.entrySize : len(x.buf)])
-		x.buf = x.mapped[:n*x.entrySize]
-		x.written = len(x.buf)
-		x.dirty = true
-		return nil
-	}
-	return x.truncateHeap(n)
-}
-
-// truncateHeap is truncateEntries for entries on the heap.
-func (x *indexFile) truncateHeap(n int) (err error) {
 	f, done, err := x.useFile()
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	x.buf = x.buf[:n*x.entrySize]
+	if x.rw && end <= len(x.mapped) {
+		to := x.nextAlloc(end, len(x.mapped))
+		if err := allocate(f, int64(x.alloc), int64(to-x.alloc)); err != nil {
+			return x.noRoom(err)
+		}
+		x.alloc = to
+		return nil
+	}
+	if err := x.writeTail(); err != nil { // a heap index's entries must be in the file
+		return err
+	}
 	if err := f.Truncate(int64(len(x.buf))); err != nil {
 		return err
 	}
-	x.written = min(x.written, len(x.buf))
+	x.alloc = min(x.alloc, len(x.buf))
+	size := max(x.preallocBytes(), end)
+	if x.rw {
+		size = max(size, 2*len(x.mapped))
+	}
+	to := x.nextAlloc(end, size)
+	if err := allocate(f, 0, int64(to)); err != nil {
+		return x.noRoom(err)
+	}
+	m, ok, err := mmapFileRW(f, size)
+	if err != nil || !ok { // a failed mmap (say vm.max_map_count reached): the heap
+		x.noRW = true
+		return x.toHeap()
+	}
+	old := x.mapped
+	x.buf, x.mapped, x.rw, x.alloc = m[:len(x.buf)], m, true, to
+	x.written = len(x.buf)
+	if old != nil {
+		return munmap(old)
+	}
+	return nil
+}
+
+// noRoom handles a failed allocation: where allocating ahead is not supported the entries
+// move to the heap for good; other errors (ENOSPC) are returned.
+func (x *indexFile) noRoom(err error) error {
+	if errors.Is(err, errNoAllocate) {
+		x.noRW = true
+		return x.toHeap()
+	}
+	return err
+}
+
+// nextAlloc is the allocated length to grow to for end bytes of entries in a mapping of size
+// bytes: whole pages, doubling up to allocChunk at a time, at most size.
+func (x *indexFile) nextAlloc(end, size int) int {
+	page := os.Getpagesize()
+	to := (end + page - 1) / page * page
+	to = max(to, x.alloc+min(max(x.alloc, page), allocChunk))
+	return max(min(to, size), end)
+}
+
+// toHeap moves mapped entries to the heap (they are in the file already).
+func (x *indexFile) toHeap() error {
+	if x.mapped == nil {
+		return nil
+	}
+	b := make([]byte, len(x.buf), len(x.buf)+16*x.entrySize)
+	copy(b, x.buf)
+	m := x.mapped
+	x.buf, x.mapped, x.rw, x.alloc = b, nil, false, 0
+	return munmap(m)
+}
+
+// writeMapped copies src into dst, part of a mapping, or zeroes dst when src is nil, turning
+// a memory fault (SIGBUS: a page that cannot be allocated, or the file cut under the mapping)
+// into errMappingFault instead of a crash.
+func writeMapped(dst, src []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w at %#x", errMappingFault, f.Addr())
+		}
+	}()
+	if src == nil {
+		clear(dst)
+	} else {
+		copy(dst, src)
+	}
+	return nil
+}
+
+// truncateEntries keeps the first n entries, in memory and in the file. A read-write mapping
+// left with a page of entries keeps its allocated length, the dropped entries zeroed (zero
+// entries at the end are none); fewer entries move to the heap and the file is cut to them
+// (to nothing when there are none: then nothing is mapped or kept).
+func (x *indexFile) truncateEntries(n int) (err error) {
+	keep := n * x.entrySize
+	if keep >= len(x.buf) && x.written <= keep {
+		return nil
+	}
+	if x.rw && keep >= os.Getpagesize() {
+		if err := writeMapped(x.mapped[keep:len(x.buf)], nil); err != nil {
+			return fmt.Errorf("%s: %w", x.path, err)
+		}
+		x.buf = x.mapped[:keep]
+		x.written = keep
+		x.dirty = true
+		return nil
+	}
+	f, done, err := x.useFile()
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	if keep == 0 {
+		if err := x.release(); err != nil {
+			return err
+		}
+	} else {
+		x.buf = x.buf[:keep]
+		if keep < os.Getpagesize() {
+			if err := x.toHeap(); err != nil {
+				return err
+			}
+		}
+	}
+	// A read-only mapping may now reach past the end of the file; nothing reads past buf.
+	if err := f.Truncate(int64(keep)); err != nil {
+		return err
+	}
+	x.written = min(x.written, keep)
 	x.dirty = true
 	return nil
 }
@@ -343,14 +444,17 @@ func (x *indexFile) writeTailSlow() (err error) {
 	return nil
 }
 
-// seal writes the tail, trims the file to exactly the entries (a preallocated file would be
-// longer), and maps them read-only when possible.
+// seal writes the tail, trims the file to exactly the entries (an active file is longer) and
+// maps them read-only when possible (an index with no entries is not mapped).
 func (x *indexFile) seal() (err error) {
 	f, done, err := x.useFile()
 	if err != nil {
 		return err
 	}
 	defer done(&err)
+	if err := x.writeTail(); err != nil {
+		return err
+	}
 	if x.rw {
 		// Trim under the read-write mapping (nothing reads past the entries), map the
 		// entries read-only, then drop the read-write mapping.
@@ -358,61 +462,51 @@ func (x *indexFile) seal() (err error) {
 			return err
 		}
 		x.dirty = true
-		var m []byte
-		if len(x.buf) > 0 {
-			var ok bool
-			var err error
-			if m, ok, err = mmapFile(f, len(x.buf)); err != nil || !ok {
-				if err == nil {
-					err = fmt.Errorf("storage: cannot map %s again", x.path)
-				}
-				return err
-			}
-		}
 		old := x.mapped
-		x.buf, x.mapped, x.rw = m, m, false
+		x.mapReadOnly(f)
 		return munmap(old)
-	}
-	if err := x.writeTail(); err != nil {
-		return err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
-	if fi.Size() != int64(len(x.buf)) {
-		if x.mapped != nil { // a read-only mapping of a longer file: copy, trim, map again
-			b := append([]byte(nil), x.buf...)
-			m := x.mapped
-			x.buf, x.mapped = b, nil
-			if err := munmap(m); err != nil {
-				return err
-			}
-		}
+	if fi.Size() != int64(len(x.buf)) { // a read-only mapping never reads past the entries
 		if err := f.Truncate(int64(len(x.buf))); err != nil {
 			return err
 		}
 		x.dirty = true
 	}
-	if x.mapped != nil || len(x.buf) == 0 {
-		return nil
+	if x.mapped == nil {
+		x.mapReadOnly(f)
 	}
-	m, ok, err := mmapFile(f, len(x.buf))
-	if err != nil || !ok {
-		return err
-	}
-	x.buf, x.mapped = m, m
 	return nil
 }
 
-// syncFile returns the file to fsync for the index: its own when it keeps one (open until
-// close, so a Flush holding a segment reference may fsync it after letting go of
-// Log.writeMu), else the file opened by path, which the caller closes after the fsync
-// (owned). Holding Log.writeMu, with the segment in the Log.
-func (x *indexFile) syncFile() (f File, owned bool, err error) {
-	if x.file != nil {
-		return x.file, false, nil
+// mapReadOnly points buf at a read-only mapping of the entries in f, or at a heap copy when
+// they are too few to map (mapsReadOnly) or the mmap fails (say vm.max_map_count reached); no
+// entries, no mapping. It leaves whatever buf was in before (a mapping) to the caller.
+func (x *indexFile) mapReadOnly(f File) {
+	x.rw, x.alloc = false, 0
+	if len(x.buf) == 0 {
+		x.buf, x.mapped = nil, nil
+		return
 	}
+	if x.mapsReadOnly(len(x.buf)) {
+		if m, ok, err := mmapFile(f, len(x.buf)); err == nil && ok {
+			x.buf, x.mapped = m, m
+			return
+		}
+		// A failed mmap (say vm.max_map_count reached): the heap.
+	}
+	if x.mapped != nil {
+		x.buf = append([]byte(nil), x.buf...)
+	}
+	x.mapped = nil
+}
+
+// syncFile returns the file to fsync for the index, opened by path; the caller closes it
+// after the fsync (owned is always true). Holding Log.writeMu, with the segment in the Log.
+func (x *indexFile) syncFile() (f File, owned bool, err error) {
 	if f, err = x.fs.OpenFile(x.path, os.O_RDWR, 0); err != nil {
 		return nil, false, err
 	}
@@ -422,19 +516,14 @@ func (x *indexFile) syncFile() (f File, owned bool, err error) {
 // release drops the entries from memory (unmapping them).
 func (x *indexFile) release() error {
 	m := x.mapped
-	x.buf, x.mapped, x.rw, x.written = nil, nil, false, 0
+	x.buf, x.mapped, x.rw, x.alloc, x.written = nil, nil, false, 0, 0
 	if m != nil {
 		return munmap(m)
 	}
 	return nil
 }
 
-// close releases the entries and closes the file if the index holds it.
+// close releases the entries. The index holds no file between operations.
 func (x *indexFile) close() error {
-	err := x.release()
-	if x.file != nil {
-		err = errors.Join(err, x.file.Close())
-		x.file = nil
-	}
-	return err
+	return x.release()
 }

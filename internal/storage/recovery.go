@@ -13,9 +13,10 @@ import (
 
 // Loading and recovery, after Kafka's LogLoader.
 //
-// On every Open each segment's indexes are read back and sanity-checked: the file sizes are
-// whole entries (trailing zero entries, as a preallocated file leaves them, are dropped),
-// entries strictly increase, offset index positions lie inside the .log and the batch at the
+// On every Open each segment's indexes are read back, touching nothing past their entries
+// (see indexFile), and sanity-checked: the file sizes are whole entries (trailing zero
+// entries, as an active or preallocated file leaves them, are dropped), entries strictly
+// increase, offset index positions lie inside the .log and the batch at the
 // last indexed position has the indexed last offset, and the time index does not reach past
 // the segment's end. The batches after the last index entry are then walked by header, which
 // gives the segment's next offset and largest timestamp and adds index entries a crash may
@@ -85,8 +86,7 @@ func (l *Log) load(opt OpenOptions) error {
 
 	nowMs := l.nowMs()
 	truncated := make(map[*segment]int64) // segments recovered so far -> bytes cut
-	for i, base := range bases {
-		active := i == len(bases)-1
+	for _, base := range bases {
 		s, missing, err := openSegment(l.fs, l.dir, base, cfg, nowMs, l.logger, false)
 		if err != nil {
 			return err
@@ -94,7 +94,7 @@ func (l *Log) load(opt OpenOptions) error {
 		l.mu.segments = append(l.mu.segments, s)
 		reason := "index file missing"
 		if !missing {
-			if reason, err = s.loadIndexes(!active, cfg.IndexIntervalBytes); err != nil {
+			if reason, err = s.loadIndexes(cfg.IndexIntervalBytes); err != nil {
 				return err
 			}
 		}
@@ -190,9 +190,9 @@ func (l *Log) recoverSegment(s *segment) (int64, error) {
 
 // loadIndexes reads the segment's index files back and checks them (see the top of this
 // file). It returns why the segment must be recovered, or "".
-func (s *segment) loadIndexes(useMmap bool, interval int32) (reason string, err error) {
+func (s *segment) loadIndexes(interval int32) (reason string, err error) {
 	for _, x := range []*indexFile{&s.index.indexFile, &s.timeIndex.indexFile} {
-		if err := x.load(useMmap); errors.Is(err, errCorruptIndex) {
+		if err := x.load(); errors.Is(err, errCorruptIndex) {
 			return err.Error(), nil
 		} else if err != nil {
 			return "", err
