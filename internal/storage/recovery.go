@@ -87,7 +87,7 @@ func (l *Log) load(opt OpenOptions) error {
 	truncated := make(map[*segment]int64) // segments recovered so far -> bytes cut
 	for i, base := range bases {
 		active := i == len(bases)-1
-		s, missing, err := openSegment(l.fs, l.dir, base, cfg, nowMs, l.logger, false)
+		s, missing, err := openSegment(l.fs, l.files, l.dir, base, cfg, nowMs, l.logger, false)
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func (l *Log) load(opt OpenOptions) error {
 	}
 
 	if len(l.mu.segments) == 0 {
-		s, _, err := openSegment(l.fs, l.dir, max(opt.LogStartOffset, 0), cfg, nowMs, l.logger, true)
+		s, _, err := openSegment(l.fs, l.files, l.dir, max(opt.LogStartOffset, 0), cfg, nowMs, l.logger, true)
 		if err != nil {
 			return err
 		}
