@@ -75,6 +75,11 @@ func serverCommand() *cobra.Command {
 			select {
 			case s = <-pending:
 			case s = <-sig:
+			case <-b.Failed():
+				// The node cannot go on (its controller cannot write its log): shut down what
+				// can be, and exit non-zero with the cause.
+				log.Error("shutting down after a fatal error", "err", b.FailErr())
+				return errors.Join(b.FailErr(), b.Close())
 			}
 			log.Info("shutting down", "signal", s.String())
 			return b.Close()

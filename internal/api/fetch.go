@@ -20,8 +20,10 @@ import (
 // same: transactions are not served yet, so both isolation levels read up to it). When fewer
 // than min_bytes are available the request parks until a watched partition gets an append,
 // max_wait passes, or the connection closes (long poll). Total bytes are bounded by max_bytes
-// and each partition by its partition_max_bytes, except that from v3 on the first partition
-// with data returns at least one whole batch (KIP-74). From v7 a client may open a fetch
+// and the broker's fetch.max.bytes (responseMaxBytes) and each partition by its
+// partition_max_bytes, except that from v3 on the first partition with data returns at least
+// one whole batch (KIP-74). A partition named more than once is read and answered once
+// (fetchunique.go). From v7 a client may open a fetch
 // session (KIP-227, fetchsession.go) and then name only the partitions that changed and be
 // answered only those with something new. v0-v3 get records down-converted to message
 // format v0/v1.
@@ -44,24 +46,25 @@ import (
 
 func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.FetchRequest)
-	maxBytes := int32(math.MaxInt32)
-	if req.Version >= 3 && req.MaxBytes > 0 {
-		maxBytes = req.MaxBytes
-	}
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	f := fetchPool.Get().(*fetch)
-	f.h, f.req, f.maxBytes = h, req, maxBytes
+	f.h, f.req = h, req
 	f.im = h.Meta.Image()
 	if err := f.openSession(); err != nil {
 		// A session error answers the error alone (Kafka's SessionErrorContext).
 		f.raw = Raw{Parts: f.enc.encode(req.Version, code(err), fetchsession.InvalidSessionID, nil, false), Done: f.done}
 		return Reply{Raw: &f.raw}
 	}
+	if f.kind != sessionIncremental {
+		f.want = f.unique(f.want)
+	}
 	f.replicaID = req.ReplicaID
 	if req.Version >= 15 {
 		f.replicaID = req.ReplicaState.ID
 	}
 	f.resolve()
+	f.maxBytes = responseMaxBytes(req, h.Cfg.Current().FetchMaxBytes, sizeHint(f.topics))
+	minBytes := min(req.MinBytes, f.maxBytes)
 	f.rack = clientRack(h, f.im, req.Version, f.replicaID, req.Rack)
 	if f.rack != "" {
 		f.listener = h.listenerOf(c)
@@ -70,12 +73,32 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 	for {
 		total, anyErr := f.read()
 		f.reread = true
-		if total >= int(req.MinBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
+		if total >= int(minBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
 			return f.answer()
 		}
 		f.release()
 	}
 }
+
+// responseMaxBytes is the record bytes a Fetch may answer, as Kafka's handleFetchRequest
+// bounds them: the request's max_bytes (v0-v2 carry none: Kafka reads them as 2^31-1) and the
+// broker's fetch.max.bytes, whichever is smaller, for consumers and followers alike (a
+// follower asks for replica.fetch.response.max.bytes: the leader's fetch.max.bytes still
+// bounds it). Unlike Kafka it also leaves room for the rest of the frame, whose length is an
+// int32: overhead bounds the encoding outside the records (sizeHint). The first partition
+// with data may still exceed the result by one batch (KIP-74, read).
+func responseMaxBytes(req *kmsg.FetchRequest, fetchMaxBytes int32, overhead int) int32 {
+	maxBytes := int32(math.MaxInt32)
+	if req.Version >= 3 {
+		maxBytes = max(req.MaxBytes, 0)
+	}
+	room := int64(math.MaxInt32) - maxFrameHeader - int64(overhead)
+	return int32(max(0, min(int64(maxBytes), int64(fetchMaxBytes), room)))
+}
+
+// maxFrameHeader bounds a response frame's bytes before its body: the length, the
+// correlation id and the flexible header's tags.
+const maxFrameHeader = 4 + 4 + 1
 
 // answer encodes the answer to the partitions read, settling the fetch's session.
 func (f *fetch) answer() Reply {
@@ -119,6 +142,8 @@ type fetch struct {
 	done    func()        // f.finish, bound once
 	ch      chan struct{} // wakes a parked fetch
 	timer   *time.Timer
+	// seen is unique's scratch map (fetchunique.go), empty between requests.
+	seen map[wantKey]wantSeen
 	// reread is set once the request has been read once: a parked follower fetch that wakes
 	// has recorded its position already, so it only re-checks the leadership, lock-free.
 	reread bool
@@ -158,6 +183,10 @@ func (f *fetch) finish() {
 	f.view, f.want = fetchsession.View{}, nil
 	clear(f.created) // no topic names kept alive
 	clear(f.added)
+	if len(f.seen) > maxPooledFetchParts {
+		f.seen = nil // clear keeps a map's buckets
+	}
+	clear(f.seen)
 	if n > maxPooledFetchParts || cap(f.slots) > maxPooledFetchParts || cap(f.enc.b) > maxPooledFetchBytes {
 		return
 	}

@@ -385,15 +385,19 @@ func TestConsumerOffsetsRecordsAreKafkaFormat(t *testing.T) {
 
 // __consumer_offsets is the coordinator's topic however it comes to exist: auto-created by
 // a Metadata request it gets the offsets.topic.* settings and is internal and compacted,
-// and the coordinator then uses it.
+// and the coordinator then uses it. The first Metadata answers it UNKNOWN_TOPIC_OR_PARTITION
+// while the controller creates it (as a KRaft broker does); the client asks again.
 func TestConsumerOffsetsAutoCreatedAsInternal(t *testing.T) {
 	b := testutil.StartBroker(t, append(groupBroker, "offsets.topic.num.partitions=4", "num.partitions=2")...)
 	c := dialGroupConn(t, b.Addr())
 	md := kmsg.NewPtrMetadataRequest()
 	md.AllowAutoTopicCreation = true
 	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("__consumer_offsets")}}
-	c.do(md, 12)
-	mr := c.do(md, 12).(*kmsg.MetadataResponse)
+	var mr *kmsg.MetadataResponse
+	waitFor(t, 10*time.Second, "__consumer_offsets to be auto-created", func() bool {
+		mr = c.do(md, 12).(*kmsg.MetadataResponse)
+		return len(mr.Topics) == 1 && mr.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code
+	})
 	if len(mr.Topics) != 1 || !mr.Topics[0].IsInternal || len(mr.Topics[0].Partitions) != 4 {
 		t.Fatalf("auto-created __consumer_offsets: %+v", mr.Topics)
 	}

@@ -38,6 +38,8 @@ type Handler struct {
 	Rack      string
 	// replicationQuota is the leader's replication quota (replicationquota.go).
 	replicationQuota leaderQuota
+	// autoCreation is Metadata's auto-creation of topics (autocreate.go).
+	autoCreation autoCreator
 	// sessions is the fetch session cache (fetchsession.go), made on first use.
 	sessions     *fetchsession.Cache
 	sessionsOnce sync.Once

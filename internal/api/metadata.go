@@ -2,17 +2,19 @@ package api
 
 import (
 	"context"
-	"errors"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 )
 
-// Metadata v0-v12. Topics nil (or, in v0, empty) means every topic. Unknown topics are created
-// when the request allows it (always before v4) and auto.create.topics.enable is true.
+// Metadata v0-v12. Topics nil (or, in v0, empty) means every topic. An unknown topic is
+// UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for a name Kafka does not allow); when
+// the request allows it (always before v4) and auto.create.topics.enable is true, its
+// creation is also sent to the controller, within bounds, without waiting (autocreate.go).
 
 // authorizedOpsUnset is what Kafka answers when authorized operations were not requested.
 const authorizedOpsUnset = math.MinInt32
@@ -39,6 +41,7 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 		return msg(resp)
 	}
 	autoCreate := h.Cfg.Current().AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
+	var create []string
 	for _, rt := range req.Topics {
 		var t *metadata.Topic
 		if rt.Topic == nil {
@@ -52,21 +55,22 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 		} else if t = im.Topic(*rt.Topic); t == nil {
 			err := validTopicName(*rt.Topic)
 			if err == nil {
-				if !autoCreate {
-					err = errUnknownPartition
-				} else if t, err = h.createTopic(topicSpec{name: *rt.Topic, partitions: -1, rf: -1}, false); errors.Is(err, metadata.ErrTopicExists) {
-					t, err = h.Meta.Image().Topic(*rt.Topic), nil // created concurrently
+				err = errUnknownPartition
+				if autoCreate {
+					create = append(create, *rt.Topic)
 				}
 			}
-			if err != nil {
-				mt := kmsg.NewMetadataResponseTopic()
-				mt.Topic = rt.Topic
-				mt.ErrorCode = code(err)
-				resp.Topics = append(resp.Topics, mt)
-				continue
-			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = rt.Topic
+			mt.ErrorCode = code(err)
+			mt.IsInternal = *rt.Topic == group.TopicName
+			resp.Topics = append(resp.Topics, mt)
+			continue
 		}
-		resp.Topics = append(resp.Topics, h.topicMetadata(h.Meta.Image(), t, listener))
+		resp.Topics = append(resp.Topics, h.topicMetadata(im, t, listener))
+	}
+	if len(create) > 0 {
+		h.autoCreate(create)
 	}
 	return msg(resp)
 }

@@ -57,4 +57,18 @@ type Conn struct {
 	ClientID   string
 	RemoteAddr string
 	Listener   string
+	// Release, if set, tells the connection the handler no longer reads the request's byte
+	// slices (they alias the frame buffer): the buffer and the bytes it holds of
+	// queued.max.request.bytes go back at once, and another request may fill it. A handler
+	// that waits after it is done with the request (Produce waiting for acks=all) calls it
+	// first, as Kafka's produce path releases the request buffer and clears the records of a
+	// request it parks. Calling it again does nothing.
+	Release func()
+}
+
+// release calls c.Release if it is set.
+func (c *Conn) release() {
+	if c.Release != nil {
+		c.Release()
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -45,6 +46,7 @@ type Broker struct {
 
 	// Controller side (nil unless process.roles includes controller).
 	quorum     *quorum.Node
+	soleVoter  bool // the quorum is this node alone
 	ctrlMux    *server.Mux
 	ctrlServer *server.Server
 
@@ -78,6 +80,33 @@ type Broker struct {
 	once     sync.Once
 	err      error
 	shutdown bool
+
+	// failed is closed (once, by fail) when the node cannot go on and its process must stop;
+	// failErr, written before, says why.
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
+}
+
+// Failed is closed when the node cannot go on (its controller cannot write its log) and
+// should be closed and its process exit with Err.
+func (b *Broker) Failed() <-chan struct{} { return b.failed }
+
+// FailErr is why Failed was closed (nil before).
+func (b *Broker) FailErr() error {
+	select {
+	case <-b.failed:
+		return b.failErr
+	default:
+		return nil
+	}
+}
+
+func (b *Broker) fail(err error) {
+	b.failOnce.Do(func() {
+		b.failErr = err
+		close(b.failed)
+	})
 }
 
 // Options are start-up choices that are not broker configs.
@@ -121,7 +150,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
-		meta: metadata.NewPublisher(),
+		meta: metadata.NewPublisher(), failed: make(chan struct{}),
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
@@ -293,11 +322,13 @@ func (b *Broker) awaitUnfenced(ctx context.Context) error {
 // without serving yet: registration needs their ports.
 func (b *Broker) bindListeners() error {
 	b.bound = map[string]net.Addr{}
+	limits := serverLimits(b.cfg) // one memory pool for all broker listeners
 	for _, l := range b.cfg.Listeners {
 		if slices.Contains(b.cfg.ControllerListenerNames, l.Name) {
 			continue
 		}
 		s := server.New(l.Name, b.handler, b.log)
+		s.SetLimits(limits)
 		addr, err := s.Listen(l.Addr())
 		if err != nil {
 			return fmt.Errorf("listeners %s: %w", l, err)
@@ -311,6 +342,16 @@ func (b *Broker) bindListeners() error {
 		return errors.New("listeners: no broker listener configured")
 	}
 	return nil
+}
+
+// serverLimits are the connection limits of cfg, with a new memory pool: one per set of
+// listeners, as Kafka gives its broker and its controller each a SocketServer and a pool.
+func serverLimits(cfg *config.Broker) server.Limits {
+	idle := time.Duration(-1)
+	if ms := cfg.ConnectionsMaxIdleMs; ms >= 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
+		idle = time.Duration(ms) * time.Millisecond
+	}
+	return server.Limits{Pool: server.NewMemoryPool(cfg.QueuedMaxRequestBytes), MaxIdle: idle}
 }
 
 func (b *Broker) serve() {
@@ -366,7 +407,10 @@ func (b *Broker) Close() error {
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()
 		}
-		if len(b.servers) > 0 && b.epoch.Load() >= 0 && !b.fenced.Load() {
+		switch {
+		case b.soleVoter && b.quorum.Err() != nil:
+			b.log.Warn("no controlled shutdown: this node was the only controller, and it failed")
+		case len(b.servers) > 0 && b.epoch.Load() >= 0 && !b.fenced.Load():
 			b.controlledShutdown(time.Duration(max(b.cfg.BrokerSessionTimeoutMs, 1000)) * time.Millisecond)
 		}
 		if b.handler != nil && b.handler.Groups != nil {
@@ -378,6 +422,9 @@ func (b *Broker) Close() error {
 		}
 		for _, s := range b.servers {
 			s.Close()
+		}
+		if b.handler != nil {
+			b.handler.Close() // auto-creations in flight, before the controller channel goes
 		}
 		if b.fetchers != nil {
 			b.fetchers.Close()

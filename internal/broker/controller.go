@@ -81,6 +81,8 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 		return err
 	}
 	b.quorum = node
+	b.soleVoter = len(voters) == 1
+	go b.watchController(node)
 	names := cfg.ControllerListenerNames
 	name := "CONTROLLER"
 	if len(names) > 0 {
@@ -95,6 +97,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 		Logger:              b.log,
 	})
 	srv := server.New(name, h, b.log)
+	srv.SetLimits(serverLimits(cfg))
 	srv.Use(b.ctrlMux.Other())
 	b.ctrlServer = srv
 	b.wg.Add(1)
@@ -106,6 +109,28 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 	}()
 	b.log.Info("controller started", "voters", config.FormatVoters(voters), "addr", ln.Addr().String())
 	return nil
+}
+
+// watchController stops the node when its controller stops on its own: a controller that
+// cannot write its raft log (WAL or snapshot) cannot go on, and lingering would leave a
+// process that answers nothing on its CONTROLLER listener while it still holds a vote. As
+// Kafka's KafkaRaftClient treats a log I/O error as fatal, the process exits: Failed is
+// closed with the cause in Err, and cmd/gregor closes the broker and exits non-zero. In a
+// quorum of several the other voters elect a leader; a sole voter's cluster is down until
+// its storage is fixed and it is restarted.
+func (b *Broker) watchController(node *quorum.Node) {
+	select {
+	case <-node.Done():
+	case <-b.ctx.Done():
+		return
+	}
+	err := node.Err()
+	if err == nil {
+		return // closed by Close
+	}
+	dir := filepath.Join(b.cfg.LogDirs[0], storage.MetadataLogTopic+"-0")
+	b.log.Error("the controller cannot write its metadata log: this process stops", "dir", dir, "err", err)
+	b.fail(fmt.Errorf("controller storage failure in %s: %w", dir, err))
 }
 
 // topicConfigsOf describes a new topic's configs (CreateTopics v5+) as this node resolves them.

@@ -42,6 +42,7 @@ type Broker struct {
 	NumNetworkThreads           int32             // num.network.threads
 	NumIOThreads                int32             // num.io.threads
 	QueuedMaxRequests           int32             // queued.max.requests
+	QueuedMaxRequestBytes       int64             // queued.max.request.bytes (-1 = no limit)
 	SocketSendBufferBytes       int32             // socket.send.buffer.bytes (-1 = OS default)
 	SocketReceiveBufferBytes    int32             // socket.receive.buffer.bytes (-1 = OS default)
 	SocketRequestMaxBytes       int32             // socket.request.max.bytes
@@ -236,11 +237,12 @@ var brokerDefList = []*brokerDef{
 	{name: "broker.rack", vt: stringType(), field: func(b *Broker) any { return &b.BrokerRack }, doc: "Rack of this broker, used for rack-aware replica placement."},
 	{name: "num.network.threads", vt: vtPositiveInt, dflt: num(3), field: func(b *Broker) any { return &b.NumNetworkThreads }, doc: "Threads receiving requests and sending responses."},
 	{name: "num.io.threads", vt: vtPositiveInt, dflt: num(8), field: func(b *Broker) any { return &b.NumIOThreads }, doc: "Threads processing requests."},
-	{name: "queued.max.requests", vt: vtPositiveInt, dflt: num(500), field: func(b *Broker) any { return &b.QueuedMaxRequests }, doc: "Requests that may wait for processing before reading from connections stops."},
+	{name: "queued.max.requests", vt: vtPositiveInt, dflt: num(500), field: func(b *Broker) any { return &b.QueuedMaxRequests }, doc: "Accepted; has no effect. In Kafka it is the capacity of the queue between the network threads and the request handler threads. Gregor has no such queue: each connection's goroutine handles its own request as soon as it is read and reads the next only once it is answered, so the requests read and not yet answered are at most one per connection, and the memory they hold is bounded by queued.max.request.bytes."},
+	{name: "queued.max.request.bytes", vt: vtAnyLong, dflt: num(-1), field: func(b *Broker) any { return &b.QueuedMaxRequestBytes }, doc: "Bytes of requests read and not yet handled, over all connections of the broker's listeners (the controller listener has its own); -1 or 0: no limit. A connection reads a request's body only while some of these bytes are free (so one request may take the total past the limit by at most socket.request.max.bytes); otherwise it stops reading its socket, and TCP slows the client, until handled requests give their bytes back. Must be at least socket.request.max.bytes when set."},
 	{name: "socket.send.buffer.bytes", vt: intType(noMin, noMax), dflt: num(102400), field: func(b *Broker) any { return &b.SocketSendBufferBytes }, doc: "SO_SNDBUF of server sockets; -1 uses the OS default."},
 	{name: "socket.receive.buffer.bytes", vt: intType(noMin, noMax), dflt: num(102400), field: func(b *Broker) any { return &b.SocketReceiveBufferBytes }, doc: "SO_RCVBUF of server sockets; -1 uses the OS default."},
 	{name: "socket.request.max.bytes", vt: vtPositiveInt, dflt: num(104857600), field: func(b *Broker) any { return &b.SocketRequestMaxBytes }, doc: "Largest request the broker accepts, in bytes."},
-	{name: "connections.max.idle.ms", vt: vtAnyLong, dflt: num(600000), field: func(b *Broker) any { return &b.ConnectionsMaxIdleMs }, doc: "Idle connections are closed after this many milliseconds."},
+	{name: "connections.max.idle.ms", vt: vtAnyLong, dflt: num(600000), field: func(b *Broker) any { return &b.ConnectionsMaxIdleMs }, doc: "A connection that sends no request for this many milliseconds after its last answer is closed (one with a request in progress, such as a waiting Fetch or acks=all Produce, is not idle); so is a connection whose request has not arrived whole this many milliseconds after its first byte (a stalled or dribbled request). Negative: never."},
 	{name: "fetch.max.bytes", vt: intType(1024, noMax), dflt: num(57671680), field: func(b *Broker) any { return &b.FetchMaxBytes }, doc: "Most bytes returned for one fetch request."},
 	{name: "broker.heartbeat.interval.ms", vt: intType(noMin, noMax), dflt: num(2000), field: func(b *Broker) any { return &b.BrokerHeartbeatIntervalMs }, doc: "Milliseconds between broker heartbeats to the controller."},
 	{name: "broker.session.timeout.ms", vt: intType(noMin, noMax), dflt: num(9000), field: func(b *Broker) any { return &b.BrokerSessionTimeoutMs }, doc: "A broker without a heartbeat for this long is fenced."},
@@ -595,6 +597,10 @@ func (b *Broker) derive(typed map[string]any) error {
 		return err
 	}
 
+	if b.QueuedMaxRequestBytes > 0 && b.QueuedMaxRequestBytes < int64(b.SocketRequestMaxBytes) {
+		return invalid("queued.max.request.bytes", b.values["queued.max.request.bytes"],
+			"queued.max.request.bytes must be at least socket.request.max.bytes ("+b.values["socket.request.max.bytes"]+")")
+	}
 	if b.ReplicaFetchWaitMaxMs > b.ReplicaSocketTimeoutMs {
 		return invalid("replica.fetch.wait.max.ms", b.values["replica.fetch.wait.max.ms"],
 			b.values["replica.fetch.wait.max.ms"]+" must not exceed replica.socket.timeout.ms ("+b.values["replica.socket.timeout.ms"]+")")

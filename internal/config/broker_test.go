@@ -33,6 +33,7 @@ var kafkaDefaults = map[string]string{
 	"socket.receive.buffer.bytes":                      "102400",
 	"socket.request.max.bytes":                         "104857600",
 	"connections.max.idle.ms":                          "600000",
+	"queued.max.request.bytes":                         "-1",
 	"fetch.max.bytes":                                  "57671680",
 	"broker.heartbeat.interval.ms":                     "2000",
 	"broker.session.timeout.ms":                        "9000",
@@ -405,6 +406,9 @@ func TestCrossKeyRules(t *testing.T) {
 	}{
 		{map[string]string{"log.cleaner.min.compaction.lag.ms": "10", "log.cleaner.max.compaction.lag.ms": "5"}, "log.cleaner.min.compaction.lag.ms", "must not exceed"},
 		{map[string]string{"replica.fetch.wait.max.ms": "1000", "replica.lag.time.max.ms": "999"}, "replica.fetch.wait.max.ms", "replica.lag.time.max.ms"},
+		{map[string]string{"queued.max.request.bytes": "104857599"}, "queued.max.request.bytes", "at least socket.request.max.bytes"},
+		{map[string]string{"queued.max.request.bytes": "1048576", "socket.request.max.bytes": "1048576"}, "", ""},
+		{map[string]string{"queued.max.request.bytes": "0"}, "", ""},
 		{map[string]string{"process.roles": "controller", "advertised.listeners": "", "controller.quorum.voters": "1@localhost:9093", "listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}, "", ""}, // no broker role: no inter-broker listener needed
 		{map[string]string{"process.roles": "controller", "advertised.listeners": ""}, "controller.quorum.voters", "controller-only"},
 		{map[string]string{"process.roles": "broker"}, "controller.quorum.voters", "must name the controllers"},

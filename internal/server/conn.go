@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
@@ -22,6 +23,11 @@ import (
 // in that order: a client may pipeline many requests, and each is handled to completion
 // before the next (as Kafka does by muting a channel while its request is in flight). One
 // goroutine per connection and a small read buffer keep idle connections cheap.
+//
+// A request's buffer and the bytes it holds in the server's MemoryPool are given back by
+// releaseRequest: after the request is answered, or earlier when the handler calls
+// api.Conn.Release because it no longer reads the request's bytes (a Produce before it waits
+// for acks=all). Everything runs on the connection's goroutine.
 type conn struct {
 	srv  *Server
 	nc   net.Conn
@@ -29,23 +35,122 @@ type conn struct {
 	out  []byte // response encoding buffer, reused
 	info api.Conn
 	log  *slog.Logger
+
+	req  *[]byte // the request being handled, until releaseRequest; nil between requests
+	held int64   // the bytes it holds in srv.limits.Pool
 }
+
+// Reasons a connection is closed while waiting for a request.
+var (
+	errIdle     = errors.New("server: connection idle")
+	errStalled  = errors.New("server: request not received in full")
+	errStopping = errors.New("server: stopping")
+)
 
 func (c *conn) serve(ctx context.Context) {
 	defer c.nc.Close()
+	c.info.Release = c.releaseRequest
 	for {
-		bp, err := readFrame(c.br, c.srv.maxRequest())
+		bp, err := c.readRequest()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				c.log.Info("closing connection", "err", err)
-			}
+			c.logClose(err)
 			return
 		}
 		keep := c.handle(ctx, *bp)
-		putBuf(bp)
+		c.releaseRequest()
 		if !keep {
 			return
 		}
+	}
+}
+
+// readRequest waits for the next request and reads it, holding its size in the memory pool.
+//
+// connections.max.idle.ms bounds both waits: a connection that sends nothing for that long
+// after its last answer is idle and closed, as Kafka's Selector closes it; a request whose
+// bytes have not all arrived that long after its first byte is dropped, so a client cannot
+// hold a connection (and its buffer) by sending a length and stalling or dribbling the rest.
+// Time spent waiting for pool memory is the broker's, not the client's: the bound restarts
+// when reading resumes.
+func (c *conn) readRequest() (*[]byte, error) {
+	idle := c.srv.limits.MaxIdle
+	if idle >= 0 && c.br.Buffered() == 0 {
+		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			return nil, err
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = errIdle
+			}
+			return nil, err
+		}
+	}
+	if idle >= 0 {
+		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			return nil, err
+		}
+	}
+	n, err := readSize(c.br, c.srv.maxRequest())
+	if err != nil {
+		return nil, stalled(err)
+	}
+	pool := c.srv.limits.Pool
+	if pool != nil {
+		waited, ok := pool.acquire(int64(n), c.srv.stopped)
+		if !ok {
+			return nil, errStopping
+		}
+		if waited && idle >= 0 {
+			if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+				pool.release(int64(n))
+				return nil, err
+			}
+		}
+	}
+	bp, err := readBody(c.br, n)
+	if err != nil {
+		if pool != nil {
+			pool.release(int64(n))
+		}
+		return nil, stalled(err)
+	}
+	c.req, c.held = bp, int64(n)
+	return bp, nil
+}
+
+// stalled names a read deadline that passed inside a request.
+func stalled(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errStalled
+	}
+	return err
+}
+
+// releaseRequest gives the request's buffer back to its pool and its bytes back to the
+// memory pool; after the first call it does nothing. The handler's request must no longer be
+// read: its byte slices alias the buffer, which another request may now fill.
+func (c *conn) releaseRequest() {
+	if c.req == nil {
+		return
+	}
+	putBuf(c.req)
+	c.req = nil
+	if p := c.srv.limits.Pool; p != nil {
+		p.release(c.held)
+	}
+	c.held = 0
+}
+
+// logClose says why the connection is closed, unless the client closed it.
+func (c *conn) logClose(err error) {
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, errStopping):
+	case errors.Is(err, errIdle):
+		c.log.Info("closing idle connection: no request for connections.max.idle.ms", "idle", c.srv.limits.MaxIdle)
+	case errors.Is(err, errStalled):
+		c.log.Info("closing connection: request not received in full within connections.max.idle.ms of its first byte", "limit", c.srv.limits.MaxIdle)
+	default:
+		c.log.Info("closing connection", "err", err)
 	}
 }
 

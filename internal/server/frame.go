@@ -42,8 +42,10 @@ const minFrame = 2 + 2 + 4 + 2
 
 // Request buffers are pooled, so a frame is read into a buffer an earlier frame used instead
 // of a new one the runtime must zero (19% of broker CPU producing to 1,000 partitions, whose
-// requests reach tens of MiB). Produce record bytes alias the buffer; they are written to the
-// log before the handler returns, so the buffer is free once the reply is sent.
+// requests reach tens of MiB). A decoded request's byte slices (Produce records) alias the
+// buffer, so it goes back to its pool only when the handler is done with them: once the
+// request is answered, or when the handler calls api.Conn.Release (Produce, once its records
+// are in the log and before it waits for acks=all). See conn.releaseRequest.
 //
 //   - Frames up to 1 MiB use size classes in sync.Pools: class c holds buffers of capacity at
 //     least minBufSize<<c, and a frame takes one from the smallest class that fits it. A new
@@ -90,14 +92,29 @@ func bufClass(n int) int {
 
 // readFrame reads one frame into a pooled buffer. The caller returns it with putBuf.
 func readFrame(r io.Reader, maxSize int32) (*[]byte, error) {
+	n, err := readSize(r, maxSize)
+	if err != nil {
+		return nil, err
+	}
+	return readBody(r, n)
+}
+
+// readSize reads a frame's length and checks it against maxSize (socket.request.max.bytes).
+func readSize(r io.Reader, maxSize int32) (int32, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < minFrame || n > maxSize {
-		return nil, fmt.Errorf("%w: %d bytes (socket.request.max.bytes %d)", errFrameSize, n, maxSize)
+		return 0, fmt.Errorf("%w: %d bytes (socket.request.max.bytes %d)", errFrameSize, n, maxSize)
 	}
+	return n, nil
+}
+
+// readBody reads the n bytes of a frame whose length readSize read into a pooled buffer.
+// The caller returns it with putBuf.
+func readBody(r io.Reader, n int32) (*[]byte, error) {
 	if int(n) > maxSmallBuf {
 		if mem := getBig(int(n)); mem != nil {
 			b := mem[:n]

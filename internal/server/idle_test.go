@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -185,6 +187,195 @@ func TestManyIdleConnections(t *testing.T) {
 	for i, c := range conns {
 		if err := apiVersions(c, int32(idleConns+i)); err != nil {
 			t.Fatalf("idle connection %d after the quiet spell: %v", i, err)
+		}
+	}
+}
+
+// idleMs is connections.max.idle.ms of the brokers below: short, so each test waits about a
+// second for what a production broker does after ten minutes.
+const idleMs = 1000
+
+// A connection that sends nothing for connections.max.idle.ms after its last answer is
+// closed, as Kafka's Selector closes it; one that keeps talking is not.
+func TestIdleConnectionClosed(t *testing.T) {
+	b := testutil.StartBroker(t, fmt.Sprintf("connections.max.idle.ms=%d", idleMs))
+	quiet, busy := dial(t, b.Addr()), dial(t, b.Addr())
+	if err := apiVersions(quiet, 1); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		expectClosed(t, quiet)
+	}()
+	// The busy connection asks every idleMs/4 until the quiet one is closed: never idle that long.
+	for i := int32(0); ; i++ {
+		select {
+		case <-closed:
+			if err := apiVersions(busy, i); err != nil {
+				t.Fatalf("a connection that was never idle: %v", err)
+			}
+			return
+		case <-time.After(idleMs / 4 * time.Millisecond):
+			if err := apiVersions(busy, i); err != nil {
+				t.Fatalf("a connection that was never idle, request %d: %v", i, err)
+			}
+		}
+	}
+}
+
+// A request whose bytes stop coming (a length, part of the body, then nothing) or come too
+// slowly (one byte every 200 ms: never idle, but the request would take minutes) is dropped
+// connections.max.idle.ms after its first byte, so a client cannot hold a connection and its
+// buffer by never finishing a request.
+func TestStalledRequestDropped(t *testing.T) {
+	b := testutil.StartBroker(t, fmt.Sprintf("connections.max.idle.ms=%d", idleMs))
+	req := frame(kmsg.ApiVersions.Int16(), 0, make([]byte, 1000))
+
+	t.Run("half-sent", func(t *testing.T) {
+		c := dial(t, b.Addr())
+		if _, err := c.Write(req[:20]); err != nil {
+			t.Fatal(err)
+		}
+		expectClosed(t, c)
+	})
+	t.Run("length only", func(t *testing.T) {
+		c := dial(t, b.Addr())
+		if _, err := c.Write(req[:2]); err != nil { // not even the whole length
+			t.Fatal(err)
+		}
+		expectClosed(t, c)
+	})
+	t.Run("dribbled", func(t *testing.T) {
+		c := dial(t, b.Addr())
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for i := range req {
+				if _, err := c.Write(req[i : i+1]); err != nil {
+					return // closed by the broker
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond): // the client's pace, not synchronisation
+				}
+			}
+		}()
+		expectClosed(t, c)
+	})
+}
+
+// A connection whose request is in progress is not idle: a Fetch that waits longer than
+// connections.max.idle.ms is answered, and the connection serves on.
+func TestLongPollNotIdle(t *testing.T) {
+	b := testutil.StartBroker(t, fmt.Sprintf("connections.max.idle.ms=%d", idleMs))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, b.Addr())
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(4)
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 3 * idleMs // nothing arrives: the broker holds the request this long
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "quiet"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 9)); err != nil {
+		t.Fatal(err)
+	}
+	var sz [4]byte
+	if _, err := io.ReadFull(c, sz[:]); err != nil {
+		t.Fatalf("long-polling fetch after %v: %v", time.Since(start), err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(4)
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("fetch answer %+v", resp.Topics)
+	}
+	t.Logf("fetch answered after %v (connections.max.idle.ms %d)", time.Since(start), idleMs)
+	if err := apiVersions(c, 10); err != nil {
+		t.Fatalf("after the long poll: %v", err)
+	}
+}
+
+// 500 connections each holding a half-sent request cost the broker what they sent, do not
+// stop it serving a producer and a consumer, and are all dropped in bounded time.
+func TestManyStalledRequests(t *testing.T) {
+	const stalled = 500
+	raiseFileLimit(t, 2*stalled)
+	b := testutil.StartBroker(t, fmt.Sprintf("connections.max.idle.ms=%d", 4*idleMs))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Each declares a 1 MiB request and sends 100 bytes of it.
+	head := frame(kmsg.ApiVersions.Int16(), 0, make([]byte, 1<<20))[:100]
+	conns := make([]net.Conn, 0, stalled)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < stalled; i++ {
+		c, err := net.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if err := c.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(head); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("busy"),
+		kgo.ConsumeTopics("busy"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var rs []*kgo.Record
+	for i := 0; i < 100; i++ {
+		rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprintf("busy-%d", i))})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("produce with %d stalled requests held: %v", stalled, err)
+	}
+	for got := 0; got < len(rs); {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records with %d stalled requests held", got, len(rs), stalled)
+		}
+		for _, e := range fs.Errors() {
+			t.Fatalf("fetch: %v", e.Err)
+		}
+		got += fs.NumRecords()
+	}
+	for i, c := range conns {
+		n, err := c.Read(make([]byte, 1))
+		if n != 0 || !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("stalled connection %d: read %d bytes, %v; want it closed by the broker", i, n, err)
 		}
 	}
 }

@@ -93,19 +93,17 @@ func (m *Mux) acceptLoop() {
 		m.matched.close()
 		m.other.close()
 	}()
-	var backoff time.Duration
+	retry := acceptRetry{log: m.log}
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			m.log.Warn("accept failed", "err", err, "retry_in", backoff)
-			time.Sleep(backoff)
+			time.Sleep(retry.failed(err))
 			continue
 		}
-		backoff = 0
+		retry.succeeded()
 		m.mu.Lock()
 		if m.mu.closed {
 			m.mu.Unlock()

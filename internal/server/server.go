@@ -29,11 +29,23 @@ type Handler interface {
 	MaxRequestBytes() int32
 }
 
+// Limits are a server's resource limits, from the broker's configuration.
+type Limits struct {
+	// Pool bounds the bytes of requests read and not yet handled (queued.max.request.bytes);
+	// nil for no bound. A broker's listeners share one pool, as Kafka's SocketServer does.
+	Pool *MemoryPool
+	// MaxIdle is connections.max.idle.ms: a connection with no request for that long after
+	// its last answer is closed, and so is one whose request has not arrived whole that long
+	// after its first byte. Negative: neither.
+	MaxIdle time.Duration
+}
+
 // Server accepts connections on one listener.
 type Server struct {
 	handler Handler
 	log     *slog.Logger
 	name    string
+	limits  Limits // set before Serve, read-only after
 
 	stopped chan struct{} // closed by StopAccepting
 
@@ -48,10 +60,14 @@ type Server struct {
 
 // New creates a server for the named listener (e.g. PLAINTEXT).
 func New(name string, h Handler, log *slog.Logger) *Server {
-	s := &Server{handler: h, log: log, name: name, stopped: make(chan struct{})}
+	s := &Server{handler: h, log: log, name: name, stopped: make(chan struct{}), limits: Limits{MaxIdle: -1}}
 	s.mu.conns = make(map[net.Conn]struct{})
 	return s
 }
+
+// SetLimits sets the server's limits; it must be called before Serve. Without it a server
+// has none.
+func (s *Server) SetLimits(l Limits) { s.limits = l }
 
 func (s *Server) maxRequest() int32 { return s.handler.MaxRequestBytes() }
 
@@ -80,24 +96,20 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	ln := s.mu.ln
 	s.mu.Unlock()
-	var backoff time.Duration // grows while Accept keeps failing (out of descriptors)
+	retry := acceptRetry{log: s.log.With("listener", s.name)}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			// Back off as net/http does (5 ms doubling to 1 s) instead of spinning on a
-			// listener that stays readable while, say, the process is out of descriptors.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed", "err", err, "retry_in", backoff)
 			select {
-			case <-time.After(backoff):
+			case <-time.After(retry.failed(err)):
 			case <-s.stopped:
 			}
 			continue
 		}
-		backoff = 0
+		retry.succeeded()
 		// Register under the lock that StopAccepting takes: a connection accepted as the
 		// server stops is closed here, never missed by Close nor added to wg after Wait.
 		s.mu.Lock()
@@ -164,4 +176,41 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// acceptLogEvery is how often a listener whose Accept keeps failing logs it.
+const acceptLogEvery = 10 * time.Second
+
+// acceptRetry paces an accept loop whose Accept fails, typically because the process is out of
+// file descriptors (EMFILE, ENFILE): the listener stays readable, so retrying at once would
+// spin a core and flood the log. Kafka's acceptor logs the error and goes on selecting; here
+// the loop waits 5 ms doubling to 1 s between attempts (as net/http does), so it accepts again
+// within a second once descriptors are free, and logs the first failure, then at most one line
+// every acceptLogEvery with the count of failures since, and one line when accepting works again.
+type acceptRetry struct {
+	log      *slog.Logger
+	backoff  time.Duration // wait before the next attempt; 0 while Accept works
+	failures int           // failed attempts not yet logged
+	logged   time.Time     // when the last failure line was written
+}
+
+// failed records a failed Accept and returns how long to wait before the next one.
+func (r *acceptRetry) failed(err error) time.Duration {
+	first := r.backoff == 0
+	r.backoff = min(max(2*r.backoff, 5*time.Millisecond), time.Second)
+	r.failures++
+	if now := time.Now(); first || now.Sub(r.logged) >= acceptLogEvery {
+		r.log.Warn("accept failed", "err", err, "failures", r.failures, "retry_in", r.backoff)
+		r.failures, r.logged = 0, now
+	}
+	return r.backoff
+}
+
+// succeeded records a working Accept.
+func (r *acceptRetry) succeeded() {
+	if r.backoff == 0 {
+		return
+	}
+	r.log.Info("accepting connections again", "failures_not_logged", r.failures)
+	r.backoff, r.failures = 0, 0
 }

@@ -598,7 +598,10 @@ func (n *Node) Kill() {
 // returning its exit error: nil after a clean shutdown. A process that does
 // not exit within a minute is killed and reported as an error. Stop of a
 // node that is not running returns its last exit error.
-func (n *Node) Stop() error {
+func (n *Node) Stop() error { return n.StopWithin(time.Minute) }
+
+// StopWithin is Stop with d in place of the minute.
+func (n *Node) StopWithin(d time.Duration) error {
 	r := n.run()
 	if r == nil {
 		return fmt.Errorf("node %d was never started", n.ID)
@@ -614,9 +617,24 @@ func (n *Node) Stop() error {
 	select {
 	case <-r.done:
 		return r.err
-	case <-time.After(time.Minute):
+	case <-time.After(d):
 		n.Kill()
-		return fmt.Errorf("node %d did not stop within a minute of SIGTERM; killed", n.ID)
+		return fmt.Errorf("node %d did not stop within %v of SIGTERM; killed", n.ID, d)
+	}
+}
+
+// WaitExit waits up to d for the process to exit on its own and returns its
+// exit error; exited is false if it still runs then (it is left running).
+func (n *Node) WaitExit(d time.Duration) (exited bool, err error) {
+	r := n.run()
+	if r == nil {
+		return true, fmt.Errorf("node %d was never started", n.ID)
+	}
+	select {
+	case <-r.done:
+		return true, r.err
+	case <-time.After(d):
+		return false, nil
 	}
 }
 

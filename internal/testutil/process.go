@@ -137,6 +137,9 @@ func StartProcess(t testing.TB, dir string, port int, sets ...string) *Process {
 	return nil
 }
 
+// Pid is the broker process's id (for reading its /proc entries).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Kill sends SIGKILL and waits for the process to die.
 func (p *Process) Kill() {
 	select {

@@ -33,7 +33,7 @@ func cpuTicks(t *testing.T, pid int) int64 {
 
 // When the broker runs out of file descriptors it cannot accept connections; it must back off
 // and log the failure now and then, not spin on accept (a core at 100% and a flood of log
-// lines), and it must serve again once descriptors are free.
+// lines), and it must serve again (and say so) once descriptors are free.
 func TestOutOfFileDescriptorsBacksOff(t *testing.T) {
 	dir := t.TempDir()
 	port := testutil.FreePort(t)
@@ -65,8 +65,8 @@ func TestOutOfFileDescriptorsBacksOff(t *testing.T) {
 	time.Sleep(time.Second) // the measurement window, not synchronisation
 	after, ticks1 := strings.Count(p.log(), "accept failed"), cpuTicks(t, p.cmd.Process.Pid)
 	t.Logf("out of descriptors for 1s: %d accept-failure lines, %d ms of CPU", after-before, (ticks1-ticks0)*10)
-	if after-before > 20 {
-		t.Errorf("%d accept-failure lines in one second: the broker spins on accept", after-before)
+	if after-before > 2 { // the first failure is logged, then one line every 10 s
+		t.Errorf("%d accept-failure lines in one second: the broker spins on accept or does not rate-limit its log", after-before)
 	}
 	if cpu := (ticks1 - ticks0) * 10; cpu > 300 {
 		t.Errorf("%d ms of CPU in one second of descriptor exhaustion: the broker spins on accept", cpu)
@@ -85,4 +85,5 @@ func TestOutOfFileDescriptorsBacksOff(t *testing.T) {
 	if err := cl.Ping(ctxT(t, 30*time.Second)); err != nil {
 		t.Fatalf("broker does not serve after descriptors were freed: %v", err)
 	}
+	p.waitLog("accepting connections again", startupDeadline)
 }

@@ -327,6 +327,11 @@ func (n *Node) Close() error {
 	return n.st.close()
 }
 
+// Done is closed once the node has stopped: after Close, or on its own after a storage
+// failure (then Err says why). A controller that cannot write its log cannot go on (Kafka's
+// KafkaRaftClient halts the process on a log I/O error); the process that runs it stops.
+func (n *Node) Done() <-chan struct{} { return n.donec }
+
 // Err returns the fatal error that stopped the node (a storage failure), or nil.
 func (n *Node) Err() error {
 	if e := n.fatal.Load(); e != nil {

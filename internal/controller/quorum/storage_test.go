@@ -322,3 +322,29 @@ func TestStorageStaleWAL(t *testing.T) {
 		t.Fatalf("files %v", names)
 	}
 }
+
+// A controller whose WAL write fails stops on its own: Done is closed and Err says why (the
+// process running it then exits), and a command in flight or sent after fails at once
+// instead of waiting on a node that can no longer write.
+func TestNodeStopsOnStorageFailure(t *testing.T) {
+	ffs := storage.NewFaultFS(storage.OS)
+	c := newCluster(t, 1, func(cfg *Config) { cfg.FS = ffs })
+	n := c.nodes[c.waitActive(10*time.Second)]
+	registerBroker(t, n, 0)
+	ffs.Inject(storage.Fault{Op: storage.FaultWrite, Pattern: "wal-*", Times: -1})
+	if _, err := createTopic(ctx(t), n, "t", 1, 1); !errors.Is(err, ErrStopped) {
+		t.Fatalf("command during the failure: %v, want ErrStopped", err)
+	}
+	select {
+	case <-n.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("node still running after its WAL write failed")
+	}
+	if err := n.Err(); !errors.Is(err, storage.ErrInjected) {
+		t.Fatalf("Err: %v, want the injected write failure", err)
+	}
+	if _, err := createTopic(ctx(t), n, "u", 1, 1); !errors.Is(err, ErrStopped) {
+		t.Fatalf("command after the failure: %v, want ErrStopped", err)
+	}
+	ffs.Clear()
+}
