@@ -210,10 +210,13 @@ func (c *conn) writeMsg(h header, resp kmsg.Response, version int16, flexHeader 
 	b := c.responseHeader(h, flexHeader)
 	b = resp.AppendTo(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	_, err := c.nc.Write(b)
+	err := c.armWrite()
+	if err == nil {
+		_, err = c.nc.Write(b)
+	}
 	c.recycle(b)
 	if err != nil {
-		c.log.Debug("write failed", "err", err)
+		c.writeFailed("write", err)
 		return false
 	}
 	return true
@@ -280,10 +283,13 @@ func (c *conn) writeRaw(h header, raw *api.Raw, flex bool) bool {
 		if len(pending) == 0 {
 			return true
 		}
-		_, err := c.nc.Write(pending)
+		err := c.armWrite()
+		if err == nil {
+			_, err = c.nc.Write(pending)
+		}
 		pending = pending[:0]
 		if err != nil {
-			c.log.Debug("write failed", "err", err)
+			c.writeFailed("write", err)
 		}
 		return err == nil
 	}
@@ -312,8 +318,8 @@ func (c *conn) writeRaw(h header, raw *api.Raw, flex bool) bool {
 			if !flush() {
 				return false
 			}
-			if err := sendFile(tc, p.File, p.Pos, p.N); err != nil {
-				c.log.Debug("sendfile failed", "err", err)
+			if err := sendFile(tc, p.File, p.Pos, p.N, c.armWrite); err != nil {
+				c.writeFailed("sendfile", err)
 				return false
 			}
 		}
@@ -334,9 +340,39 @@ func readInto(b []byte, f *os.File, pos int64, n int) ([]byte, error) {
 	return b[:len(b)+n], nil
 }
 
+// armWrite bounds the next write of an answer: a client that takes none of its bytes for
+// connections.max.idle.ms is idle (Kafka's Selector counts a connection idle when no bytes
+// move either way) and the write fails, closing the connection. It is called before each
+// write and again whenever a sendfile makes progress, so a slow reader is never cut off, only
+// one that stopped reading. Once the server stops, Close's shutdownWriteGrace bounds writes
+// instead: a deadline set here after Close's is set back to it.
+func (c *conn) armWrite() error {
+	idle := c.srv.limits.MaxIdle
+	if idle < 0 {
+		return nil
+	}
+	if err := c.nc.SetWriteDeadline(time.Now().Add(idle)); err != nil {
+		return err
+	}
+	if grace := c.srv.grace.Load(); grace != 0 {
+		return c.nc.SetWriteDeadline(time.Unix(0, grace))
+	}
+	return nil
+}
+
+// writeFailed logs why an answer could not be written; the connection is then closed.
+func (c *conn) writeFailed(what string, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) && c.srv.grace.Load() == 0 {
+		c.log.Info("closing connection: the client read nothing of an answer for connections.max.idle.ms", "limit", c.srv.limits.MaxIdle)
+		return
+	}
+	c.log.Debug(what+" failed", "err", err)
+}
+
 // sendFile copies n bytes of f from pos to the socket with sendfile(2) at an explicit offset,
-// so concurrent fetches of one segment never race on the file position.
-func sendFile(tc *net.TCPConn, f *os.File, pos int64, n int) error {
+// so concurrent fetches of one segment never race on the file position. progress (armWrite)
+// is called before the first write and after every write that moved bytes.
+func sendFile(tc *net.TCPConn, f *os.File, pos int64, n int, progress func() error) error {
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return err
@@ -346,14 +382,20 @@ func sendFile(tc *net.TCPConn, f *os.File, pos int64, n int) error {
 	remain := n
 	var serr error
 	for remain > 0 && serr == nil {
+		if err := progress(); err != nil {
+			return err
+		}
 		werr := rc.Write(func(fd uintptr) bool {
+			moved := false
 			for remain > 0 {
 				w, err := unix.Sendfile(int(fd), src, &off, remain)
 				if w > 0 {
 					remain -= w
+					moved = true
 				}
 				if err == unix.EAGAIN {
-					return false // wait until writable
+					// Wait until writable, under a deadline renewed after progress.
+					return moved
 				}
 				if err == unix.EINTR {
 					continue

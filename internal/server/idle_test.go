@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -377,5 +378,102 @@ func TestManyStalledRequests(t *testing.T) {
 		if n != 0 || !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("stalled connection %d: read %d bytes, %v; want it closed by the broker", i, n, err)
 		}
+	}
+}
+
+// A client that stops reading in the middle of an answer moves no bytes: after
+// connections.max.idle.ms without progress the broker drops the connection (as Kafka's Selector
+// closes a connection idle in both directions) instead of holding its goroutine and the
+// answer's segment files for ever. A client that reads slowly but steadily gets everything.
+func TestStalledReaderClosed(t *testing.T) {
+	b := testutil.StartBroker(t, fmt.Sprintf("connections.max.idle.ms=%d", idleMs))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("big"), kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	segment := "67108864" // one segment, so one Fetch answers all 16 MB
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": &segment}, "big"); err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 100<<10)
+	var rs []*kgo.Record
+	for range 160 { // 16 MB, far more than the socket buffers of both ends hold
+		rs = append(rs, &kgo.Record{Value: value})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(c net.Conn) int {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(4)
+		req.ReplicaID = -1
+		req.MaxBytes = 32 << 20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "big"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 32 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)); err != nil {
+			t.Fatal(err)
+		}
+		var sz [4]byte
+		if _, err := io.ReadFull(c, sz[:]); err != nil {
+			t.Fatal(err)
+		}
+		return int(binary.BigEndian.Uint32(sz[:]))
+	}
+
+	// Stalled: the frame's length arrives, then the client reads nothing for three idle
+	// periods (the fault itself), then reads what it can: the answer ends early.
+	c := dial(t, b.Addr())
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetReadBuffer(256 << 10); err != nil { // above loopback's MSS, or window updates stall
+			t.Fatal(err)
+		}
+	}
+	size := fetch(c)
+	if size < 16e6 {
+		t.Fatalf("answer of %d bytes: want the 16 MB", size)
+	}
+	time.Sleep(3 * idleMs * time.Millisecond) // the stall being tested, not synchronisation
+	if err := c.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(c, int64(size)))
+	if err == nil && n == int64(size) {
+		t.Fatalf("the whole %d-byte answer was written to a client that read nothing for %d ms", size, 3*idleMs)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d of %d bytes, then the connection stayed open", n, size)
+	}
+	t.Logf("stalled reader: %d of %d bytes, then the connection was closed (%v)", n, size, err)
+
+	// Slow but steady: 256 KiB every 20 ms is never idle for a second, and gets everything.
+	c = dial(t, b.Addr())
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetReadBuffer(256 << 10); err != nil { // above loopback's MSS, or window updates stall
+			t.Fatal(err)
+		}
+	}
+	size = fetch(c)
+	buf := make([]byte, 256<<10)
+	for left := size; left > 0; {
+		if err := c.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.ReadFull(c, buf[:min(left, len(buf))])
+		if err != nil {
+			t.Fatalf("slow reader, %d bytes left: %v", left, err)
+		}
+		left -= n
+		time.Sleep(20 * time.Millisecond) // the reader's pace
+	}
+	if err := apiVersions(c, 2); err != nil {
+		t.Fatalf("slow reader after the answer: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -48,6 +49,7 @@ type Server struct {
 	limits  Limits // set before Serve, read-only after
 
 	stopped chan struct{} // closed by StopAccepting
+	grace   atomic.Int64  // UnixNano of Close's write deadline for every connection; 0 until Close
 
 	mu struct {
 		sync.Mutex
@@ -159,9 +161,11 @@ const shutdownWriteGrace = 5 * time.Second
 // and are answered (within shutdownWriteGrace), then waits for the connection goroutines.
 func (s *Server) Close() {
 	s.StopAccepting()
+	grace := time.Now().Add(shutdownWriteGrace)
+	s.grace.Store(grace.UnixNano())
 	s.mu.Lock()
 	for nc := range s.mu.conns {
-		if err := nc.SetWriteDeadline(time.Now().Add(shutdownWriteGrace)); err != nil {
+		if err := nc.SetWriteDeadline(grace); err != nil {
 			nc.Close()
 			continue
 		}

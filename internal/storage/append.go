@@ -126,18 +126,26 @@ func (l *Log) appendLocked(b []byte, opt AppendOptions) (info AppendInfo, flush 
 	}
 
 	// One write, past the committed end: readers do not look there.
+	// Not getting a descriptor (ErrTooManyOpenFiles) wrote nothing: the log stays online.
 	pos := seg.size
-	if n, err := seg.log.WriteAt(b, pos); err != nil || n != len(b) {
+	f, err := seg.log.acquire()
+	if err != nil {
+		return info, false, fmt.Errorf("append to %s: %w", seg.logPath(), err)
+	}
+	n, err := f.WriteAt(b, pos)
+	if err != nil || n != len(b) {
 		if err == nil {
 			err = fmt.Errorf("short write: %d of %d bytes", n, len(b))
 		}
 		// Best effort: drop the torn bytes now, so even a later clean-looking open does not
 		// find them. Recovery cuts them anyway.
-		if terr := seg.log.Truncate(pos); terr != nil {
+		if terr := f.Truncate(pos); terr != nil {
 			l.logger.Warn("could not cut a failed write", "segment", seg.logPath(), "err", terr)
 		}
+		seg.log.release()
 		return info, false, l.fail(fmt.Errorf("append to %s at %d: %w", seg.logPath(), pos, err))
 	}
+	seg.log.release()
 	seg.logDirty = true
 
 	// Publish.
@@ -198,7 +206,7 @@ func (l *Log) rollLocked(base int64) error {
 			return l.fail(fmt.Errorf("roll: %w", err))
 		}
 	}
-	s, _, err := openSegment(l.fs, l.dir, base, cfg, l.nowMs(), l.logger, true)
+	s, _, err := openSegment(l.fs, l.files, l.dir, base, cfg, l.nowMs(), l.logger, true)
 	if err != nil {
 		return l.fail(fmt.Errorf("roll: %w", err))
 	}

@@ -24,4 +24,9 @@ var (
 	// ErrCorruptLog: a batch header stored in a segment does not parse (the disk changed under
 	// us). KAFKA_STORAGE_ERROR.
 	ErrCorruptLog = errors.New("storage: corrupt data in a log segment")
+	// ErrTooManyOpenFiles: a segment file had to be opened, but every descriptor the
+	// FileCache may use is held by a read or write in progress (or the process is at its
+	// limit). Nothing was written and the log stays online; the request may be retried.
+	// KAFKA_STORAGE_ERROR (retriable for clients).
+	ErrTooManyOpenFiles = errors.New("storage: no file descriptor left for a segment file")
 )

@@ -24,8 +24,8 @@ func openFDs(t testing.TB) int {
 	return len(ents) - 1 // ReadDir's own descriptor to the directory
 }
 
-// A segment costs one file descriptor (its .log): the .index and .timeindex are mmapped and
-// closed, sealed and active alike, through appends, rolls, flushes, truncation, retention and
+// A segment costs at most one file descriptor (its .log, opened when first used; the FileCache
+// closes idle ones): the .index and .timeindex are mmapped and closed, sealed and active alike, through appends, rolls, flushes, truncation, retention and
 // a clean and an unclean restart.
 func TestOneFDPerSegment(t *testing.T) {
 	cfg := testCfg()

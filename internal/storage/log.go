@@ -67,6 +67,7 @@ type OpenOptions struct {
 	Clean          bool             // the clean-shutdown marker was present: skip recovery
 	Now            func() time.Time // clock; time.Now when nil
 	Logger         *slog.Logger     // slog.Default() when nil
+	Files          *FileCache       // opens the segments' .log files; an unbounded one of the log's own when nil
 }
 
 type logState int8
@@ -105,6 +106,7 @@ const (
 //     lock-free reader sees each field as of some recent change.
 type Log struct {
 	fs     FS
+	files  *FileCache
 	dir    string
 	logger *slog.Logger
 	now    func() time.Time
@@ -146,7 +148,10 @@ type pendingDelete struct {
 
 // Open opens (or creates) the log in dir, recovering it when opt.Clean is false.
 func Open(fs FS, dir string, cfg Config, opt OpenOptions) (*Log, error) {
-	l := &Log{fs: fs, dir: dir, logger: opt.Logger, now: opt.Now}
+	l := &Log{fs: fs, files: opt.Files, dir: dir, logger: opt.Logger, now: opt.Now}
+	if l.files == nil {
+		l.files = NewFileCache(0)
+	}
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}

@@ -36,6 +36,7 @@ type Manager struct {
 	dir    string
 	logger *slog.Logger
 	clean  bool // the clean-shutdown marker was present at OpenManager
+	files  *FileCache
 
 	mu struct {
 		sync.Mutex
@@ -58,7 +59,7 @@ func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	m := &Manager{fs: fs, dir: dir, logger: logger.With("log_dir", dir)}
+	m := &Manager{fs: fs, dir: dir, logger: logger.With("log_dir", dir), files: NewFileCache(FileBudget())}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
 			m.mu.onDisk[tp] = true
 		}
 	}
-	m.logger.Info("opened log dir", "clean_shutdown", m.clean, "partitions", len(m.mu.onDisk))
+	m.logger.Info("opened log dir", "clean_shutdown", m.clean, "partitions", len(m.mu.onDisk), "segment_file_budget", m.files.Budget())
 	switch {
 	case m.clean:
 		m.logger.Info("clean shutdown marker found: skipping log recovery")
@@ -143,6 +144,9 @@ func ParsePartitionDir(name string) (TopicPartition, bool) {
 	}
 	return TopicPartition{Topic: name[:i], Partition: int32(p)}, true
 }
+
+// Files is the cache through which the logs of the dir open their segment files.
+func (m *Manager) Files() *FileCache { return m.files }
 
 // Dir is the log dir.
 func (m *Manager) Dir() string { return m.dir }
@@ -224,6 +228,7 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			Clean:          m.clean || !existed,
 			Now:            m.Now,
 			Logger:         m.logger,
+			Files:          m.files,
 		}
 		m.mu.Unlock()
 

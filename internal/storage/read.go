@@ -8,7 +8,8 @@ import (
 
 // Slice is a run of whole batches in one segment's .log: the caller sends File's bytes
 // [Pos, Pos+Size) (sendfile with an explicit offset, or ReadAt) and then calls Release exactly
-// once. Until then the segment's files stay open, even if retention deletes the segment. An
+// once. Until then the segment's files stay open (the .log's descriptor pinned in the
+// FileCache), even if retention deletes the segment. An
 // empty Slice (Size 0, File nil) needs no Release, but calling it is harmless.
 //
 // A Slice never covers bytes that a later TruncateTo removes in the normal course (the
@@ -24,6 +25,7 @@ type Slice struct {
 // Release drops the Slice's hold on its segment.
 func (s Slice) Release() {
 	if s.seg != nil {
+		s.seg.log.release()
 		s.seg.decRef()
 	}
 }
@@ -109,8 +111,12 @@ func (s *segment) read(offset, maxBytes, maxOffset int64, minOneBatch bool, buf 
 			}
 		}
 	}
+	f, err := s.log.acquire() // pinned until Release
+	if err != nil {
+		return Slice{}, true, err
+	}
 	s.incRef()
-	return Slice{File: s.log, Pos: start, Size: int32(end - start), seg: s}, true, nil
+	return Slice{File: f, Pos: start, Size: int32(end - start), seg: s}, true, nil
 }
 
 // ScanBatches calls fn with the header of every batch whose last offset is >= from, in

@@ -87,7 +87,7 @@ func (l *Log) load(opt OpenOptions) error {
 	nowMs := l.nowMs()
 	truncated := make(map[*segment]int64) // segments recovered so far -> bytes cut
 	for _, base := range bases {
-		s, missing, err := openSegment(l.fs, l.dir, base, cfg, nowMs, l.logger, false)
+		s, missing, err := openSegment(l.fs, l.files, l.dir, base, cfg, nowMs, l.logger, false)
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func (l *Log) load(opt OpenOptions) error {
 	}
 
 	if len(l.mu.segments) == 0 {
-		s, _, err := openSegment(l.fs, l.dir, max(opt.LogStartOffset, 0), cfg, nowMs, l.logger, true)
+		s, _, err := openSegment(l.fs, l.files, l.dir, max(opt.LogStartOffset, 0), cfg, nowMs, l.logger, true)
 		if err != nil {
 			return err
 		}

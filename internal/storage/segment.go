@@ -55,7 +55,7 @@ type segment struct {
 	prefix     string // dir/<20 digits>; the files are prefix+suffix
 	fs         FS
 	logger     *slog.Logger
-	log        File
+	log        *segmentFile // opened on demand through the Log's FileCache
 	index      offsetIndex
 	timeIndex  timeIndex
 
@@ -85,7 +85,7 @@ func (s *segment) timeIndexPath() string { return s.prefix + timeIndexSuffix }
 // openSegment opens the files of the segment at base in dir, creating missing ones.
 // indexMissing reports that the .index or .timeindex did not exist. create requires the .log
 // to be new or empty (a roll).
-func openSegment(fs FS, dir string, base int64, cfg Config, nowMs int64, logger *slog.Logger, create bool) (s *segment, indexMissing bool, err error) {
+func openSegment(fs FS, files *FileCache, dir string, base int64, cfg Config, nowMs int64, logger *slog.Logger, create bool) (s *segment, indexMissing bool, err error) {
 	s = &segment{
 		baseOffset:           base,
 		prefix:               filepath.Join(dir, segmentName(base)),
@@ -100,18 +100,23 @@ func openSegment(fs FS, dir string, base int64, cfg Config, nowMs int64, logger 
 	if create {
 		s.firstBatchTimestamp = -1
 	}
-	var files []io.Closer
+	var closers []io.Closer
 	defer func() {
 		if err != nil {
-			for _, f := range files {
+			for _, f := range closers {
 				err = errors.Join(err, f.Close())
 			}
 		}
 	}()
-	if s.log, err = fs.OpenFile(s.logPath(), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return nil, false, err
+	// An existing .log is only stat'ed: it is opened when first read or written (most
+	// segments of a broker are idle). A new one is created open, as the active segment.
+	s.log = newSegmentFile(fs, files, s.logPath(), logger)
+	if create {
+		if err = s.log.create(); err != nil {
+			return nil, false, err
+		}
 	}
-	files = append(files, s.log)
+	closers = append(closers, s.log)
 	fi, err := s.log.Stat()
 	if err != nil {
 		return nil, false, err
@@ -135,13 +140,13 @@ func openSegment(fs FS, dir string, base int64, cfg Config, nowMs int64, logger 
 		return nil, false, err
 	}
 	s.index = offsetIndex{indexFile: *ix, baseOffset: base}
-	files = append(files, closerFunc(s.index.close))
+	closers = append(closers, closerFunc(s.index.close))
 	tx, err := openIndexFile(fs, s.timeIndexPath(), timeIndexEntrySize, cfg.SegmentIndexBytes)
 	if err != nil {
 		return nil, false, err
 	}
 	s.timeIndex = timeIndex{indexFile: *tx, baseOffset: base}
-	files = append(files, closerFunc(s.timeIndex.close))
+	closers = append(closers, closerFunc(s.timeIndex.close))
 	if create {
 		for _, x := range []*indexFile{&s.index.indexFile, &s.timeIndex.indexFile} {
 			if err := x.truncateEntries(0); err != nil {
@@ -389,7 +394,7 @@ func (s *segment) syncFiles(log, index, timeIndex bool) error {
 // pendingSync is the files of a segment to fsync, opened.
 type pendingSync struct {
 	files []File
-	owned []bool // opened for the fsync: closed after it
+	done  []func() error // after the fsync: close a file opened for it, or drop the .log's pin
 }
 
 // prepareSync opens what the fsyncs of the named files need: an index file mapped without a
@@ -399,7 +404,11 @@ type pendingSync struct {
 func (s *segment) prepareSync(log, index, timeIndex bool) (pendingSync, error) {
 	var p pendingSync
 	if log {
-		p.files, p.owned = append(p.files, s.log), append(p.owned, false)
+		f, err := s.log.acquire()
+		if err != nil {
+			return pendingSync{}, err
+		}
+		p.files, p.done = append(p.files, f), append(p.done, func() error { s.log.release(); return nil })
 	}
 	for _, c := range []struct {
 		sync bool
@@ -412,7 +421,11 @@ func (s *segment) prepareSync(log, index, timeIndex bool) (pendingSync, error) {
 		if err != nil {
 			return pendingSync{}, errors.Join(err, p.run(false))
 		}
-		p.files, p.owned = append(p.files, f), append(p.owned, owned)
+		done := func() error { return nil }
+		if owned {
+			done = f.Close
+		}
+		p.files, p.done = append(p.files, f), append(p.done, done)
 	}
 	return p, nil
 }
@@ -425,9 +438,7 @@ func (p pendingSync) run(sync bool) error {
 		if sync && err == nil {
 			err = f.Sync()
 		}
-		if p.owned[i] {
-			err = errors.Join(err, f.Close())
-		}
+		err = errors.Join(err, p.done[i]())
 	}
 	return err
 }
@@ -451,12 +462,22 @@ func (s *segment) decRef() {
 // never opened by path again: the segment leaves the Log). It returns the new paths.
 func (s *segment) renameDeleted() ([]string, error) {
 	var paths []string
+	// The .log is pinned open first: once renamed it may be removed from the directory
+	// (file.delete.delay.ms) while a Slice or scan still reads it, and could then not be
+	// opened again. Failing that (no descriptor left), it is renamed all the same, and such
+	// a late reader fails instead of the deletion.
+	if err := s.log.keep(); err != nil {
+		s.logger.Warn("segment file could not stay open while it is deleted", "segment", s.logPath(), "err", err)
+	}
 	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
 		if err := s.fs.Rename(p, p+deletedSuffix); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
 			return paths, err
+		}
+		if p == s.logPath() {
+			s.log.renamed(p + deletedSuffix)
 		}
 		paths = append(paths, p+deletedSuffix)
 	}

@@ -87,7 +87,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 			return l.fail(fmt.Errorf("truncate fully: %w", err))
 		}
 	}
-	s, _, err := openSegment(l.fs, l.dir, offset, l.mu.cfg, l.nowMs(), l.logger, true)
+	s, _, err := openSegment(l.fs, l.files, l.dir, offset, l.mu.cfg, l.nowMs(), l.logger, true)
 	if err != nil {
 		return l.fail(fmt.Errorf("truncate fully: %w", err))
 	}
