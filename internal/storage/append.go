@@ -208,6 +208,11 @@ func (l *Log) rollLocked(base int64) error {
 	}
 	s, _, err := openSegment(l.fs, l.files, l.dir, base, cfg, l.nowMs(), l.logger, true)
 	if err != nil {
+		if len(replaced) == 0 && outOfFiles(err) {
+			// Nothing has changed yet (the new .log, if created, is empty, which the next
+			// roll accepts): the append is refused and the log stays online.
+			return fmt.Errorf("roll: %w", err)
+		}
 		return l.fail(fmt.Errorf("roll: %w", err))
 	}
 	l.wr.dirDirty = true

@@ -83,7 +83,7 @@ func (c *FileCache) openFor(sf *segmentFile, flag int) (File, error) {
 	f, err := sf.fs.OpenFile(sf.mu.path, flag, 0o644)
 	if err != nil {
 		c.open.Add(-1)
-		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+		if outOfFiles(err) {
 			err = fmt.Errorf("%w: %w", ErrTooManyOpenFiles, err)
 		}
 		return nil, err
@@ -129,6 +129,12 @@ func (c *FileCache) evictOne(except *segmentFile) bool {
 	return false
 }
 
+// outOfFiles reports whether err is the cache's refusal or the process's (or system's)
+// descriptor limit: a condition that passes, not a failure of the disk.
+func outOfFiles(err error) bool {
+	return errors.Is(err, ErrTooManyOpenFiles) || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
+}
+
 // removeLocked takes sf out of the ring. Holding c.mu.
 func (c *FileCache) removeLocked(sf *segmentFile) {
 	i, last := sf.slot, len(c.mu.ring)-1
@@ -150,8 +156,9 @@ func (c *FileCache) closed(sf *segmentFile) {
 // segmentFile is a segment's .log file, opened on demand through the Log's FileCache. Every
 // use takes a pin (acquire) that keeps the descriptor open until release: the calls below
 // each pin for their duration, a Slice pins for its life (sendfile from its descriptor), and
-// a segment that leaves the Log is pinned until its last reference goes (keep), because its
-// renamed file may be removed from the directory while a reader still holds it.
+// a segment that leaves the Log while readers still hold it is pinned until its last
+// reference goes (keep, from segment.keepForReaders), because its renamed file may be removed
+// from the directory under them.
 type segmentFile struct {
 	fs     FS
 	cache  *FileCache

@@ -108,6 +108,11 @@ func TestFileCacheRefusesWhenAllPinned(t *testing.T) {
 	if _, err := last.Append(simpleBatch(t, 1, 1000, 100), AppendOptions{AssignOffsets: true}); !errors.Is(err, ErrTooManyOpenFiles) {
 		t.Fatalf("append with every descriptor pinned: %v, want ErrTooManyOpenFiles", err)
 	}
+	// An append that needs a new segment (this batch does not fit the active one) cannot
+	// create its file either.
+	if _, err := last.Append(simpleBatch(t, 1, 1000, 4000), AppendOptions{AssignOffsets: true}); !errors.Is(err, ErrTooManyOpenFiles) {
+		t.Fatalf("append rolling a segment with every descriptor pinned: %v, want ErrTooManyOpenFiles", err)
+	}
 	if last.Offline() {
 		t.Fatal("a refused open took the log offline")
 	}
@@ -119,8 +124,13 @@ func TestFileCacheRefusesWhenAllPinned(t *testing.T) {
 	}
 	pinned[0].Release()
 	mustAppend(t, last, simpleBatch(t, 1, 1000, 100))
-	if hs := mustRead(t, last, 0, 1<<20, 1<<62, true); len(hs) != 2 {
-		t.Fatalf("after a release: %d batches, want 2", len(hs))
+	mustAppend(t, last, simpleBatch(t, 1, 1000, 4000)) // rolls
+	var n int
+	for off := int64(0); off < last.LogEndOffset(); off++ {
+		n += len(mustRead(t, last, off, 1, 1<<62, true))
+	}
+	if n != 3 || last.NumSegments() != 2 {
+		t.Fatalf("after a release: %d batches in %d segments, want 3 in 2", n, last.NumSegments())
 	}
 	for _, s := range pinned[1:] {
 		s.Release()

@@ -172,6 +172,7 @@ func (l *Log) deleteOldestLocked(n int, reason string) (int, error) {
 // renamed to paths: they are removed now, or after file.delete.delay.ms, and the log's
 // reference is dropped (the descriptors close once no Slice uses them). Holding writeMu.
 func (l *Log) deleteFilesLocked(s *segment, paths []string) {
+	s.keepForReaders()
 	l.wr.dirDirty = true
 	if delay := l.mu.cfg.FileDeleteDelayMs; delay > 0 {
 		l.wr.pendingDeletes = append(l.wr.pendingDeletes, pendingDelete{paths: paths, dueMs: l.nowMs() + delay})

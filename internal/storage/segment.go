@@ -443,6 +443,20 @@ func (p pendingSync) run(sync bool) error {
 	return err
 }
 
+// keepForReaders pins the .log open for the readers still holding the segment once it has
+// left the Log (they hold references), because its renamed file may then be removed from the
+// directory and could not be opened again. Called before the files are removed, with the
+// segment out of the Log, so no new reference can appear. Failing that (no descriptor left),
+// such a late reader fails instead of the deletion.
+func (s *segment) keepForReaders() {
+	if s.refs.Load() <= 1 {
+		return // only the Log's reference, which the caller drops next
+	}
+	if err := s.log.keep(); err != nil {
+		s.logger.Warn("a deleted segment's file could not stay open for its readers", "segment", s.log.Name(), "err", err)
+	}
+}
+
 // incRef takes a reference for a Slice, flush or scan.
 func (s *segment) incRef() { s.refs.Add(1) }
 
@@ -462,13 +476,6 @@ func (s *segment) decRef() {
 // never opened by path again: the segment leaves the Log). It returns the new paths.
 func (s *segment) renameDeleted() ([]string, error) {
 	var paths []string
-	// The .log is pinned open first: once renamed it may be removed from the directory
-	// (file.delete.delay.ms) while a Slice or scan still reads it, and could then not be
-	// opened again. Failing that (no descriptor left), it is renamed all the same, and such
-	// a late reader fails instead of the deletion.
-	if err := s.log.keep(); err != nil {
-		s.logger.Warn("segment file could not stay open while it is deleted", "segment", s.logPath(), "err", err)
-	}
 	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
 		if err := s.fs.Rename(p, p+deletedSuffix); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
