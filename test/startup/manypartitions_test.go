@@ -163,13 +163,15 @@ func TestManyPartitionsUnderDescriptorLimit(t *testing.T) {
 	// A clean restart, then kill -9 and recovery: every log is opened again, each time
 	// under the limit.
 	for _, how := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		start := time.Now()
 		if err := p.cmd.Process.Signal(how); err != nil {
 			t.Fatal(err)
 		}
 		if code := p.wait(deadline); how == syscall.SIGTERM && code != 0 {
 			t.Fatalf("exit code %d after SIGTERM:\n%s", code, tail(p.log(), 30))
 		}
-		start := time.Now()
+		t.Logf("%v: exited %v after the signal", how, time.Since(start))
+		start = time.Now()
 		p = run()
 		w := watchFDs(p.cmd.Process.Pid)
 		waitLeaders(t, cl, topic, parts, deadline)
