@@ -112,14 +112,16 @@ func TestManyPartitionsUnderDescriptorLimit(t *testing.T) {
 	const topic = "many"
 	ctx := ctxT(t, deadline)
 	start := time.Now()
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(deadline / time.Millisecond)) // 10,000 partitions a request on a busy disk
 	for first := 0; first < parts; first += 10000 { // Kafka's limit of partitions per request
 		n := min(10000, parts-first)
 		var err error
 		if first == 0 {
-			_, err = kadm.NewClient(cl).CreateTopic(ctx, int32(n), 1, nil, topic)
+			_, err = adm.CreateTopic(ctx, int32(n), 1, nil, topic)
 		} else {
 			var r kadm.CreatePartitionsResponses
-			if r, err = kadm.NewClient(cl).UpdatePartitions(ctx, first+n, topic); err == nil {
+			if r, err = adm.UpdatePartitions(ctx, first+n, topic); err == nil {
 				err = r[topic].Err
 			}
 		}
