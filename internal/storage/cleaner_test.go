@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -650,3 +651,170 @@ func TestOffsetMapBounded(t *testing.T) {
 		t.Fatal("a map with no room for a key")
 	}
 }
+
+// TestCleanAbortsWhenSegmentsChange takes the window, lets retention delete the first
+// segment while the pass runs, and checks the swap is given up with nothing changed.
+func TestCleanAbortsWhenSegmentsChange(t *testing.T) {
+	e := newEnv(t, testCfg())
+	l := e.open(true, 0, 0)
+	defer l.Close()
+	fillKeys(t, l, e.clock, 300, 10)
+	c := &cleaning{l: l, m: newMap(t, 100), opt: cleanOpts(e, 0)}
+	c.opt.IOBufferSize = 4096
+	c.rd.ioSize = c.opt.IOBufferSize
+	firstDirty, upper, err := c.window()
+	defer func() {
+		for _, cs := range c.segs {
+			cs.s.decRef()
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.buildOffsetMap(firstDirty, upper); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetLogStartOffset(c.segs[1].base); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := readRecords(t, l)
+	err = c.cleanGroup(c.segs[:1])
+	if !errors.Is(err, ErrCleaningAborted) {
+		t.Fatalf("swap over a deleted segment: %v", err)
+	}
+	got, _ := readRecords(t, l)
+	sameRecords(t, "after the aborted swap", got, before)
+	for _, n := range mustReadDir(t, e.dir) {
+		if strings.HasSuffix(n, cleanedSuffix) || strings.HasSuffix(n, swapSuffix) {
+			t.Fatalf("leftover %s", n)
+		}
+	}
+	if l.Offline() {
+		t.Fatal("offline after an aborted swap")
+	}
+}
+
+// TestCleanRandomized writes random keys, values and tombstones across random segment
+// rolls, cleans in passes with random map sizes and clock steps, and checks after each pass
+// against the records written: offsets and contents unchanged, nothing reappears, every
+// key's last record survives (a tombstone until its horizon), everything from the first
+// uncleanable offset on is untouched; and once all is cleaned before any horizon, exactly
+// the last record of each key is left.
+func TestCleanRandomized(t *testing.T) {
+	for seed := 1; seed <= 4; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 11))
+			cfg := testCfg()
+			cfg.SegmentBytes = int64(1024 + rng.IntN(4096))
+			e := newEnv(t, cfg)
+			l := e.open(true, 0, 0)
+			defer l.Close()
+			const retention = horizonSlack
+			keys := 5 + rng.IntN(40)
+			codecs := []batch.Codec{batch.CodecNone, batch.CodecNone, batch.CodecZstd, batch.CodecLZ4}
+			firstDirty := int64(0)
+			horizonPassed := false
+			for round := 0; round < 3; round++ {
+				for range 40 + rng.IntN(80) {
+					n := 1 + rng.IntN(4)
+					recs := make([]kv, n)
+					for i := range recs {
+						recs[i].key = fmt.Sprintf("k%d", rng.IntN(keys))
+						if rng.IntN(8) > 0 {
+							recs[i].value = val(fmt.Sprintf("v%d-%s", rng.IntN(1000), strings.Repeat("z", rng.IntN(60))))
+						}
+					}
+					mustAppend(t, l, kvBatch(t, e.clock.NowMs(), codecs[rng.IntN(len(codecs))], -1, recs...))
+				}
+				before, _ := readRecords(t, l)
+				upper := activeBase(l)
+				for pass := 0; pass < 2; pass++ {
+					m := newMap(t, 1+rng.IntN(keys+5))
+					if rng.IntN(4) == 0 {
+						e.clock.Advance(rng.Int64N(2 * retention))
+					}
+					opt := cleanOpts(e, firstDirty)
+					opt.DeleteRetentionMs = retention
+					res, err := l.Clean(m, opt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					firstDirty = res.EndOffset
+					horizonPassed = horizonPassed || res.TombstonesPurged > 0
+					got, hs := readRecords(t, l)
+					checkCleaned(t, before, got, hs, upper, opt.NowMs)
+				}
+				// Clean the rest without moving the clock; then, if no horizon has
+				// passed yet, the model is exact.
+				for firstDirty < upper {
+					res, err := l.Clean(newMap(t, 2+keys/2), CleanOptions{FirstDirtyOffset: firstDirty, NowMs: e.clock.NowMs(), DeleteRetentionMs: retention})
+					if err != nil {
+						t.Fatal(err)
+					}
+					firstDirty = res.EndOffset
+					horizonPassed = horizonPassed || res.TombstonesPurged > 0
+				}
+				got, hs := readRecords(t, l)
+				checkCleaned(t, before, got, hs, upper, e.clock.NowMs())
+				if !horizonPassed {
+					sameRecords(t, "fully cleaned", got, survivors(before, upper, false))
+				}
+			}
+		})
+	}
+}
+
+// checkCleaned checks a cleaned log (got, with its batch headers) against what it held
+// before the pass.
+func checkCleaned(t *testing.T, before, got []stored, hs []batch.Header, upper, nowMs int64) {
+	t.Helper()
+	byOff := map[int64]stored{}
+	for _, r := range before {
+		byOff[r.off] = r
+	}
+	have := map[int64]bool{}
+	for _, r := range got {
+		if byOff[r.off] != r {
+			t.Fatalf("record %v was not in the log before (%v)", r, byOff[r.off])
+		}
+		have[r.off] = true
+	}
+	horizonOf := map[int64]int64{} // offset -> its batch's horizon
+	for _, h := range hs {
+		if hz, ok := h.DeleteHorizonMs(); ok {
+			for o := h.BaseOffset; o <= h.LastOffset(); o++ {
+				horizonOf[o] = hz
+			}
+		}
+	}
+	last := map[string]stored{}
+	for _, r := range before {
+		if r.off >= upper && !have[r.off] {
+			t.Fatalf("record %v at or past the first uncleanable offset %d is gone", r, upper)
+		}
+		if r.off < upper {
+			last[r.key] = r
+		}
+	}
+	for _, r := range last {
+		if !have[r.off] && !r.tomb {
+			t.Fatalf("the last value of %s (%v) is gone", r.key, r)
+		}
+	}
+	// A purged tombstone took every older record of its key with it.
+	for _, r := range got {
+		if l := last[r.key]; r.off < upper && l.tomb && !have[l.off] {
+			t.Fatalf("%v survives its key's purged tombstone at %d", r, l.off)
+		}
+	}
+	// A tombstone a pass has kept carries its horizon, which has not passed unless no pass
+	// ran since.
+	for _, r := range got {
+		if hz, ok := horizonOf[r.off]; r.tomb && ok && hz > nowMs+horizonSlack {
+			t.Fatalf("tombstone %v has horizon %d, past now %d + retention", r, hz, nowMs)
+		}
+	}
+}
+
+// horizonSlack is the delete.retention.ms of TestCleanRandomized.
+const horizonSlack = 10_000
