@@ -9,7 +9,8 @@
 //	 12   4 partitionLeaderEpoch
 //	 16   1 magic                (2)
 //	 17   4 crc                  (CRC-32C of bytes 21..end)
-//	 21   2 attributes           (bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control)
+//	 21   2 attributes           (bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control,
+//	                              6 delete horizon: baseTimestamp is the delete horizon, KIP-534)
 //	 23   4 lastOffsetDelta
 //	 27   8 baseTimestamp
 //	 35   8 maxTimestamp
@@ -65,6 +66,11 @@ const (
 	AttrLogAppendTime = 0x08
 	AttrTransactional = 0x10
 	AttrControl       = 0x20
+	// AttrDeleteHorizon marks a batch the log cleaner rewrote while it held tombstones (or a
+	// transaction marker): its baseTimestamp is then the delete horizon, the time after which
+	// the cleaner may remove them (KIP-534), and record timestamps are still baseTimestamp +
+	// timestampDelta.
+	AttrDeleteHorizon = 0x40
 )
 
 // Sentinel errors; the api layer maps them to Kafka codes.
@@ -105,6 +111,15 @@ func (h *Header) Codec() Codec { return Codec(h.Attributes & AttrCodecMask) }
 // IsTransactional, IsControl report the attribute bits.
 func (h *Header) IsTransactional() bool { return h.Attributes&AttrTransactional != 0 }
 func (h *Header) IsControl() bool       { return h.Attributes&AttrControl != 0 }
+
+// DeleteHorizonMs is the batch's delete horizon (see AttrDeleteHorizon); ok is false when
+// the cleaner has not set one.
+func (h *Header) DeleteHorizonMs() (ms int64, ok bool) {
+	if h.Attributes&AttrDeleteHorizon == 0 {
+		return -1, false
+	}
+	return h.BaseTimestamp, true
+}
 
 // LastSequence is the sequence of the last record (with Kafka's wrap at MaxInt32).
 func (h *Header) LastSequence() int32 {

@@ -17,6 +17,7 @@ const (
 	RecoveryPointCheckpointFile     = "recovery-point-offset-checkpoint"
 	LogStartOffsetCheckpointFile    = "log-start-offset-checkpoint"
 	ReplicationOffsetCheckpointFile = "replication-offset-checkpoint" // high watermarks; written by the replica layer
+	CleanerOffsetCheckpointFile     = "cleaner-offset-checkpoint"     // each compacted log's first dirty offset (CleanResult.EndOffset); written by the cleaner
 	CleanShutdownFile               = ".kafka_cleanshutdown"
 	MetaPropertiesFile              = "meta.properties"
 )

@@ -29,4 +29,9 @@ var (
 	// limit). Nothing was written and the log stays online; the request may be retried.
 	// KAFKA_STORAGE_ERROR (retriable for clients).
 	ErrTooManyOpenFiles = errors.New("storage: no file descriptor left for a segment file")
+	// ErrCleaningAborted: a cleaning pass was given up because the segments it was replacing
+	// changed (retention, truncation) or the log was closed; nothing of the group it was on
+	// was changed, and the next pass starts again from the checkpointed offset. Never sent to
+	// a client (the cleaner retries).
+	ErrCleaningAborted = errors.New("storage: log cleaning aborted")
 )

@@ -90,7 +90,8 @@ const (
 //     are an append in progress or a failed write;
 //   - once offline (a write, fsync or truncate failed) every method fails with ErrLogOffline.
 //
-// Locking. Lock order: flushMu, then writeMu, then mu.
+// Locking. Lock order: cleanMu, then flushMu, then writeMu, then mu.
+//   - cleanMu serializes Clean (cleaner.go), which holds it for a whole pass.
 //   - writeMu serializes every change: Append, roll, truncation, retention, the bookkeeping of
 //     Flush, Reconfigure, Close. The .log write itself happens holding only writeMu, past the
 //     committed end, so readers are not blocked by it.
@@ -111,6 +112,7 @@ type Log struct {
 	logger *slog.Logger
 	now    func() time.Time
 
+	cleanMu sync.Mutex
 	flushMu sync.Mutex
 	writeMu sync.Mutex
 

@@ -13,6 +13,10 @@ import (
 
 // Loading and recovery, after Kafka's LogLoader.
 //
+// First a swap of cleaned segments that a crash interrupted is completed or undone
+// (completeSwaps; the files and the rule are in cleaner.go), and leftover *.cleaned and
+// *.deleted files are removed.
+//
 // On every Open each segment's indexes are read back, touching nothing past their entries
 // (see indexFile), and sanity-checked: the file sizes are whole entries (trailing zero
 // entries, as an active or preallocated file leaves them, are dropped), entries strictly
@@ -39,6 +43,13 @@ func (l *Log) load(opt OpenOptions) error {
 	if err != nil {
 		return err
 	}
+	if changed, err := l.completeSwaps(ents); err != nil {
+		return err
+	} else if changed {
+		if ents, err = l.fs.ReadDir(l.dir); err != nil {
+			return err
+		}
+	}
 	var bases []int64
 	logs := make(map[int64]bool)
 	var indexes []string
@@ -55,8 +66,6 @@ func (l *Log) load(opt OpenOptions) error {
 				return err
 			}
 			l.wr.dirDirty = true
-		case strings.HasSuffix(name, swapSuffix):
-			l.logger.Warn("ignoring swap file: log compaction is not supported", "path", path)
 		default:
 			if base, ok := parseSegmentName(name, logSuffix); ok {
 				bases = append(bases, base)

@@ -1,0 +1,512 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gregor-project/gregor/internal/batch"
+)
+
+// Log compaction, after Kafka's Cleaner (one pass of LogCleaner's work on one log). The
+// caller (a cleaner thread: not in this package) picks the log and its cleaning window (see
+// dirtiness.go), owns an OffsetMap and keeps each log's first dirty offset in
+// cleaner-offset-checkpoint; Clean does one pass:
+//
+//  1. The window. The dirty part starts at CleanOptions.FirstDirtyOffset (below the log start
+//     offset or past the log end offset: the log start offset, as Kafka resets it) and ends
+//     at the first uncleanable offset: the caller's bound (last stable offset, the
+//     min.compaction.lag.ms segment), the active segment's base offset and the high
+//     watermark, whichever is lowest, rounded down to a segment boundary (the segment holding
+//     it is not cleaned). Only sealed segments are ever read or replaced.
+//  2. The map. The keyed records of the dirty part, in offset order, go into the OffsetMap
+//     (key → its last offset). When a new key finds the map full, mapping stops before that
+//     record: the map then covers the dirty part up to LatestOffset, and the pass cleans only
+//     up to there, so the next pass (starting at CleanResult.EndOffset) takes the rest: a
+//     log with more distinct keys than fit is cleaned in several passes, never with more
+//     memory.
+//  3. The rewrite. Every segment from the first up to the one holding LatestOffset is
+//     rewritten, the clean part too (its keys may have newer values in the dirty part). A
+//     record is kept when its offset is past LatestOffset, or it is the last of its key (its
+//     offset is at least the map's) and either has a value or is a tombstone whose batch's
+//     delete horizon has not passed. Records without a key are dropped (a compacted topic
+//     refuses them; Kafka drops those it finds). Control batches are kept whole (there are
+//     no transactions yet). Offsets never change: compaction leaves gaps.
+//  4. Batches (as Kafka's MemoryRecords.filterTo). A batch keeping all its records, and not
+//     needing a delete horizon, is copied byte for byte. Otherwise it is rebuilt with the
+//     records kept, the same base offset and last offset delta (so the last sequence of an
+//     idempotent producer survives), producer id, epoch, base sequence, partition leader
+//     epoch, attributes and codec (recompressed), a fresh CRC, and maxTimestamp recomputed
+//     from the records kept (a LogAppendTime batch keeps its own). A batch left with no
+//     record is dropped, except that it is kept empty (header only, no records) when it is
+//     the last batch of a producer in CleanOptions.ActiveProducers (its sequence and epoch
+//     fence the producer) or the last batch of its group (so the cleaned segment ends at the
+//     offset the segments it replaces ended at; recovery relies on it, below).
+//  5. Tombstones (KIP-534, Kafka 3.1 and later, the only way in Kafka 4): the first pass that
+//     keeps a tombstone stamps its batch with a delete horizon, now + delete.retention.ms:
+//     attribute bit 6 (batch.AttrDeleteHorizon) set and baseTimestamp = the horizon, the
+//     records' timestamp deltas rewritten so their timestamps do not change. A later pass
+//     after the horizon drops the tombstone. A stamped batch keeps its horizon.
+//  6. Groups (Kafka's groupSegmentsBySize). Consecutive segments are cleaned into one new
+//     segment while their sizes add up to at most segment.bytes, their offset and time
+//     index entries each to at most segment.index.bytes, and their offsets stay within an
+//     int32 of the first base offset. The new segment has the group's first base offset.
+//  7. The swap, one group at a time (as Kafka's replaceSegments), described with the files
+//     below. A group whose segments changed meanwhile (retention, truncation, Close) is
+//     given up: ErrCleaningAborted, its files removed, and the segments swapped before it
+//     stay.
+//
+// Files. The new segment is written as <base>.log.cleaned, <base>.index.cleaned and
+// <base>.timeindex.cleaned (the indexes built as the batches are written, with the rules of
+// an append: see segment.indexBatch), all fsynced. Then, holding writeMu: the two index files
+// are renamed to .swap, then the .log; that rename, once the directory is fsynced, is the
+// commit point. Then the old segments' files are renamed to .deleted (removed after
+// file.delete.delay.ms, as retention's), the three .swap files renamed to their final names,
+// and the new segment replaces the old ones in the Log. Open (recovery.go) undoes an
+// uncommitted swap and completes a committed one:
+//   - every *.cleaned file is removed, as is every .swap index file whose .log.swap is
+//     missing (a swap not committed, or one whose final renames had begun);
+//   - a <base>.log.swap holds the new segment, which ends at the offset the old ones ended
+//     at (step 4): every segment whose base offset lies in [base, its next offset) is removed,
+//     its .swap indexes too (they are rebuilt from the .log like any missing index), and the
+//     .log.swap is renamed to <base>.log.
+//
+// So after a crash at any step the log holds either the old segments or the new one, never
+// both and never neither.
+//
+// Invariants: the active segment, and every segment from the first uncleanable offset on,
+// are never read nor replaced; a batch's offsets, producer fields and leader epoch never
+// change; the log start offset, the log end offset and the recovery point do not move (the
+// new segment is fsynced before it enters the Log).
+//
+// Locking. cleanMu serializes Clean on a log (lock order: cleanMu, then flushMu, writeMu,
+// mu). The window is read holding mu.RLock, with a reference taken on each segment so that
+// its files stay open whatever happens to it; the map and the new files are built holding no
+// lock (appends, reads and flushes go on); each swap holds writeMu, and mu (write) to change
+// the segment list. Readers holding a Slice of a replaced segment read on from its .deleted
+// file (segment.keepForReaders).
+
+// CleanOptions are the inputs of one cleaning pass.
+type CleanOptions struct {
+	// FirstDirtyOffset is where the previous pass stopped (from cleaner-offset-checkpoint);
+	// below the log start offset or past the log end offset: the log start offset.
+	FirstDirtyOffset int64
+	// FirstUncleanableOffset is the caller's upper bound (exclusive): the last stable
+	// offset, the first segment younger than min.compaction.lag.ms. Clean also stops at the
+	// active segment and the high watermark. 0 or less: no bound of the caller's.
+	FirstUncleanableOffset int64
+	// NowMs is the time the pass runs at: delete horizons are measured against it.
+	NowMs int64
+	// DeleteRetentionMs is delete.retention.ms: how long a tombstone stays after the first
+	// pass that kept it.
+	DeleteRetentionMs int64
+	// ActiveProducers maps each producer whose state must survive to the last offset of its
+	// last data batch (Kafka's lastRecordsOfActiveProducers); that batch is kept, empty if
+	// need be.
+	ActiveProducers map[int64]int64
+	// IOBufferSize is the size of the read and of the write buffer (log.cleaner.io.buffer.size
+	// halved, as Kafka splits it); 0: 256 KiB. A batch larger than it is read whole anyway.
+	IOBufferSize int
+}
+
+// CleanResult describes a pass.
+type CleanResult struct {
+	FirstDirtyOffset int64 // where the dirty part began
+	EndOffset        int64 // the first offset not cleaned: the next pass's FirstDirtyOffset
+	MapFull          bool  // the map filled: the dirty part was cleaned only up to EndOffset
+
+	SegmentsCleaned  int // old segments replaced
+	SegmentsWritten  int // new segments swapped in
+	BatchesRead      int64
+	RecordsRead      int64
+	RecordsRetained  int64
+	BytesRead        int64
+	BytesWritten     int64
+	TombstonesPurged int64 // tombstones dropped because their horizon had passed
+}
+
+const defaultCleanerIOBuffer = 256 << 10
+
+// cleanSeg is a segment as the window saw it.
+type cleanSeg struct {
+	s          *segment
+	base       int64
+	nextBase   int64 // the next segment's base offset
+	size       int64
+	indexBytes int64
+	timeBytes  int64
+}
+
+// cleaning is the state of one pass.
+type cleaning struct {
+	l      *Log
+	m      *OffsetMap
+	opt    CleanOptions
+	cfg    Config
+	segs   []cleanSeg // the sealed segments below the first uncleanable offset
+	res    CleanResult
+	rd     batchReader
+	kept   []batch.Record
+	deltas []int64
+}
+
+// Clean runs one cleaning pass over the log with m (see the top of this file). It returns
+// what it did; on an error the segments already swapped stay swapped, and
+// CleanResult.EndOffset is where the next pass should start (the FirstDirtyOffset given).
+// An I/O error after a swap's commit point takes the log offline; one before it leaves the
+// log as it was.
+func (l *Log) Clean(m *OffsetMap, opt CleanOptions) (CleanResult, error) {
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	if opt.IOBufferSize <= 0 {
+		opt.IOBufferSize = defaultCleanerIOBuffer
+	}
+	c := &cleaning{l: l, m: m, opt: opt}
+	firstDirty, upper, err := c.window()
+	defer func() {
+		for _, cs := range c.segs {
+			cs.s.decRef()
+		}
+	}()
+	c.res.FirstDirtyOffset, c.res.EndOffset = firstDirty, firstDirty
+	if err != nil || len(c.segs) == 0 {
+		return c.res, err
+	}
+	c.rd.ioSize = opt.IOBufferSize
+	if err := c.buildOffsetMap(firstDirty, upper); err != nil {
+		return c.res, err
+	}
+	end := m.LatestOffset() + 1
+	var todo []cleanSeg
+	for _, cs := range c.segs {
+		if cs.base < end {
+			todo = append(todo, cs)
+		}
+	}
+	if len(todo) == 0 {
+		return c.res, nil
+	}
+	for _, g := range groupSegments(todo, c.cfg.SegmentBytes, int64(c.cfg.SegmentIndexBytes), upper) {
+		if err := c.cleanGroup(g); err != nil {
+			return c.res, err
+		}
+	}
+	c.res.EndOffset = end
+	return c.res, nil
+}
+
+// window takes references on the sealed segments below the first uncleanable offset and
+// returns the first dirty offset and that (segment-aligned) offset.
+func (c *cleaning) window() (firstDirty, upper int64, err error) {
+	l := c.l
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(); err != nil {
+		return 0, 0, err
+	}
+	c.cfg = l.mu.cfg
+	segs := l.mu.segments
+	bound := min(segs[len(segs)-1].baseOffset, l.highWatermarkLocked())
+	if c.opt.FirstUncleanableOffset > 0 {
+		bound = min(bound, c.opt.FirstUncleanableOffset)
+	}
+	firstDirty = c.opt.FirstDirtyOffset
+	if firstDirty < l.mu.logStartOffset || firstDirty > l.mu.logEndOffset {
+		firstDirty = l.mu.logStartOffset
+	}
+	upper = segs[0].baseOffset
+	for i := 0; i+1 < len(segs) && segs[i+1].baseOffset <= bound; i++ {
+		s := segs[i]
+		s.incRef()
+		c.segs = append(c.segs, cleanSeg{s: s, base: s.baseOffset, nextBase: segs[i+1].baseOffset, size: s.size,
+			indexBytes: int64(s.index.entries() * offsetIndexEntrySize), timeBytes: int64(s.timeIndex.entries() * timeIndexEntrySize)})
+		upper = segs[i+1].baseOffset
+	}
+	return firstDirty, upper, nil
+}
+
+// buildOffsetMap maps the keyed records of the dirty part [firstDirty, upper) (Kafka's
+// buildOffsetMap). The map covers at least up to firstDirty-1 (nothing there is dirty): a
+// pass with no dirty part still rewrites the clean part, dropping the tombstones whose
+// horizon has passed.
+func (c *cleaning) buildOffsetMap(firstDirty, upper int64) error {
+	m := c.m
+	m.clear()
+	m.setLatest(firstDirty - 1)
+	for _, cs := range c.segs {
+		if cs.nextBase <= firstDirty || cs.base >= upper {
+			continue
+		}
+		buf := headerPool.Get().(*headerBuf)
+		pos, _, found, err := cs.s.translateOffset(firstDirty, 0, cs.size, buf)
+		headerPool.Put(buf)
+		if err != nil {
+			return err
+		}
+		if found {
+			c.rd.reset(cs.s, pos, cs.size)
+			for {
+				b, h, _, ok, err := c.rd.next()
+				if err != nil {
+					return err
+				}
+				if !ok {
+					break
+				}
+				if h.IsControl() || h.LastOffset() < firstDirty {
+					m.setLatest(h.LastOffset())
+					continue
+				}
+				recs, err := batch.Records(b)
+				if err != nil {
+					return fmt.Errorf("%w: %s: batch at offset %d: %w", ErrCorruptLog, cs.s.logPath(), h.BaseOffset, err)
+				}
+				for i := range recs {
+					off := h.BaseOffset + int64(recs[i].OffsetDelta)
+					if off < firstDirty || recs[i].Key == nil {
+						continue
+					}
+					if !m.put(recs[i].Key, off) {
+						m.setLatest(off - 1)
+						c.res.MapFull = true
+						return nil
+					}
+				}
+				m.setLatest(h.LastOffset())
+			}
+		}
+		// Offsets between the segment's last batch and the next segment hold nothing.
+		m.setLatest(cs.nextBase - 1)
+	}
+	return nil
+}
+
+// groupSegments splits segs into runs to clean into one segment each (Kafka's
+// groupSegmentsBySize): at most maxSize bytes of log and maxIndexSize bytes of each index a
+// run, and offsets within an int32 of the run's base offset (the last segment's offsets
+// reach up to upper-1). Every run has at least one segment.
+func groupSegments(segs []cleanSeg, maxSize, maxIndexSize, upper int64) [][]cleanSeg {
+	var groups [][]cleanSeg
+	for len(segs) > 0 {
+		g := segs[:1]
+		size, ix, tx := segs[0].size, segs[0].indexBytes, segs[0].timeBytes
+		segs = segs[1:]
+		for len(segs) > 0 {
+			n := segs[0]
+			last := n.nextBase - 1
+			if len(segs) == 1 {
+				last = upper - 1
+			}
+			if size+n.size > maxSize || ix+n.indexBytes > maxIndexSize || tx+n.timeBytes > maxIndexSize ||
+				(n.size > 0 && last-g[0].base > math.MaxInt32) {
+				break
+			}
+			size, ix, tx = size+n.size, ix+n.indexBytes, tx+n.timeBytes
+			g = g[:len(g)+1]
+			segs = segs[1:]
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// cleanGroup cleans the segments of g into one new segment and swaps it in.
+func (c *cleaning) cleanGroup(g []cleanSeg) error {
+	lastNonEmpty := -1
+	for i, cs := range g {
+		if cs.size > 0 {
+			lastNonEmpty = i
+		}
+	}
+	if lastNonEmpty < 0 {
+		return nil // nothing to rewrite
+	}
+	w, err := createCleaned(c.l.fs, c.l.dir, g[0].base, c.cfg, c.opt.IOBufferSize)
+	if err != nil {
+		return err
+	}
+	if err := c.rewrite(g, lastNonEmpty, w); err != nil {
+		return errors.Join(err, w.remove())
+	}
+	if err := w.finish(); err != nil {
+		return errors.Join(err, w.remove())
+	}
+	if err := c.l.swapCleaned(w, g); err != nil {
+		return err
+	}
+	c.res.SegmentsCleaned += len(g)
+	c.res.SegmentsWritten++
+	c.res.BytesWritten += w.size
+	return nil
+}
+
+// rewrite writes the batches of g, filtered, to w.
+func (c *cleaning) rewrite(g []cleanSeg, lastNonEmpty int, w *cleanedSegment) error {
+	for i, cs := range g[:lastNonEmpty+1] {
+		c.rd.reset(cs.s, 0, cs.size)
+		for {
+			b, h, pos, ok, err := c.rd.next()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			if _, err := batch.CheckCRC(b); err != nil {
+				return fmt.Errorf("%w: %s at position %d: %w", ErrCorruptLog, cs.s.logPath(), pos, err)
+			}
+			c.res.BatchesRead++
+			c.res.BytesRead += int64(len(b))
+			last := i == lastNonEmpty && pos+int64(len(b)) == cs.size
+			out, err := c.filterBatch(b, &h, last)
+			if err != nil {
+				return fmt.Errorf("%s: batch at offset %d: %w", cs.s.logPath(), h.BaseOffset, err)
+			}
+			if out != nil {
+				if err := w.append(out); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// filterBatch returns what is left of batch b (header h): b itself, a rebuilt batch, an
+// empty one, or nil when nothing is kept (see the top of this file, steps 3 to 5).
+func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]byte, error) {
+	if h.IsControl() {
+		c.res.RecordsRead++
+		c.res.RecordsRetained++
+		return b, nil
+	}
+	recs, err := batch.Records(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptLog, err)
+	}
+	c.res.RecordsRead += int64(len(recs))
+	horizon, hasHorizon := h.DeleteHorizonMs()
+	kept := c.kept[:0]
+	tombstones := false
+	for i := range recs {
+		r := &recs[i]
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		keep := off > c.m.LatestOffset()
+		if !keep && r.Key != nil && off >= c.m.get(r.Key) {
+			keep = r.Value != nil || !hasHorizon || c.opt.NowMs < horizon
+			if !keep {
+				c.res.TombstonesPurged++
+			}
+		}
+		if keep {
+			kept = append(kept, *r)
+			tombstones = tombstones || r.Value == nil
+		}
+	}
+	c.kept = kept[:0]
+	c.res.RecordsRetained += int64(len(kept))
+	stamp := tombstones && !hasHorizon
+	switch {
+	case len(kept) == len(recs) && !stamp:
+		return b, nil
+	case len(kept) > 0:
+		return c.rebuild(h, kept, stamp)
+	case lastOfGroup || (h.ProducerID >= 0 && c.opt.ActiveProducers != nil && c.lastOfProducer(h)):
+		e := *h
+		e.Attributes &^= batch.AttrCodecMask | batch.AttrDeleteHorizon
+		e.BaseTimestamp = h.MaxTimestamp
+		return batch.Build(e, nil, batch.CodecNone)
+	}
+	return nil, nil
+}
+
+func (c *cleaning) lastOfProducer(h *batch.Header) bool {
+	last, ok := c.opt.ActiveProducers[h.ProducerID]
+	return ok && last == h.LastOffset()
+}
+
+// rebuild builds a batch of the records kept from h's batch, stamping a delete horizon when
+// stamp is set.
+func (c *cleaning) rebuild(h *batch.Header, kept []batch.Record, stamp bool) ([]byte, error) {
+	nh := *h
+	base := h.BaseTimestamp
+	if stamp {
+		nh.Attributes |= batch.AttrDeleteHorizon
+		base = c.opt.NowMs + c.opt.DeleteRetentionMs
+		if c.opt.DeleteRetentionMs > math.MaxInt64-c.opt.NowMs {
+			base = math.MaxInt64
+		}
+	}
+	maxTs := int64(-1)
+	for i := range kept {
+		ts := h.BaseTimestamp + kept[i].TimestampDelta
+		maxTs = max(maxTs, ts)
+		kept[i].TimestampDelta = ts - base
+	}
+	nh.BaseTimestamp = base
+	if h.Attributes&batch.AttrLogAppendTime == 0 {
+		nh.MaxTimestamp = maxTs
+	}
+	return batch.Build(nh, kept, h.Codec())
+}
+
+// batchReader reads the whole batches of a segment's [pos, end) through a buffer of ioSize
+// bytes (larger for a larger batch). What next returns aliases the buffer until the next call.
+type batchReader struct {
+	ioSize int
+	s      *segment
+	pos    int64
+	end    int64
+	buf    []byte
+	bufPos int64 // file position of buf[0]
+}
+
+func (r *batchReader) reset(s *segment, pos, end int64) {
+	r.s, r.pos, r.end, r.buf, r.bufPos = s, pos, end, r.buf[:0], 0
+}
+
+// fill reads at least want bytes (at most the rest of the range) from pos into the buffer.
+func (r *batchReader) fill(pos int64, want int) error {
+	n := int(min(int64(max(want, r.ioSize)), r.end-pos))
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	r.buf = r.buf[:n]
+	if _, err := r.s.log.ReadAt(r.buf, pos); err != nil {
+		return fmt.Errorf("reading %s at %d: %w", r.s.logPath(), pos, err)
+	}
+	r.bufPos = pos
+	return nil
+}
+
+// next returns the next batch, its header and position; ok is false at the end.
+func (r *batchReader) next() (b []byte, h batch.Header, pos int64, ok bool, err error) {
+	pos = r.pos
+	if pos >= r.end {
+		return nil, h, pos, false, nil
+	}
+	if r.end-pos < batch.HeaderSize {
+		return nil, h, pos, false, fmt.Errorf("%w: %s: %d bytes at position %d are too few for a batch", ErrCorruptLog, r.s.logPath(), r.end-pos, pos)
+	}
+	if pos < r.bufPos || pos+batch.HeaderSize > r.bufPos+int64(len(r.buf)) {
+		if err := r.fill(pos, batch.HeaderSize); err != nil {
+			return nil, h, pos, false, err
+		}
+	}
+	h, err = batch.ParseHeader(r.buf[pos-r.bufPos:])
+	if err != nil {
+		return nil, h, pos, false, fmt.Errorf("%w: %s at position %d: %w", ErrCorruptLog, r.s.logPath(), pos, err)
+	}
+	size := int64(h.Size())
+	if pos+size > r.end {
+		return nil, h, pos, false, fmt.Errorf("%w: %s: batch at position %d (%d bytes) runs past the end at %d", ErrCorruptLog, r.s.logPath(), pos, size, r.end)
+	}
+	if pos+size > r.bufPos+int64(len(r.buf)) {
+		if err := r.fill(pos, int(size)); err != nil {
+			return nil, h, pos, false, err
+		}
+	}
+	r.pos = pos + size
+	off := pos - r.bufPos
+	return r.buf[off : off+size], h, pos, true, nil
+}
