@@ -67,6 +67,9 @@ type OpenOptions struct {
 	Clean          bool             // the clean-shutdown marker was present: skip recovery
 	Now            func() time.Time // clock; time.Now when nil
 	Logger         *slog.Logger     // slog.Default() when nil
+	// OnOffline, if set, is called once when an I/O error takes the log offline, with that
+	// error, holding the log's locks (it must not call the log): Manager.OnLogOffline.
+	OnOffline func(err error)
 }
 
 type logState int8
@@ -104,10 +107,11 @@ const (
 //     publishLocked stores it holding mu (write) after every change to those fields; a
 //     lock-free reader sees each field as of some recent change.
 type Log struct {
-	fs     FS
-	dir    string
-	logger *slog.Logger
-	now    func() time.Time
+	fs        FS
+	dir       string
+	logger    *slog.Logger
+	now       func() time.Time
+	onOffline func(err error) // OpenOptions.OnOffline
 
 	flushMu sync.Mutex
 	writeMu sync.Mutex
@@ -146,7 +150,7 @@ type pendingDelete struct {
 
 // Open opens (or creates) the log in dir, recovering it when opt.Clean is false.
 func Open(fs FS, dir string, cfg Config, opt OpenOptions) (*Log, error) {
-	l := &Log{fs: fs, dir: dir, logger: opt.Logger, now: opt.Now}
+	l := &Log{fs: fs, dir: dir, logger: opt.Logger, now: opt.Now, onOffline: opt.OnOffline}
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
@@ -195,6 +199,9 @@ func (l *Log) failLocked(err error) error {
 		l.mu.state = stateOffline
 		l.mu.offlineErr = err
 		l.publishLocked()
+		if l.onOffline != nil {
+			l.onOffline(err)
+		}
 	}
 	return fmt.Errorf("%w: %w", ErrLogOffline, err)
 }
