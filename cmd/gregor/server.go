@@ -55,7 +55,9 @@ func serverCommand() *cobra.Command {
 				case <-started:
 				}
 			}()
-			b, err := broker.Start(cfg, broker.Options{Logger: log, Ctx: startCtx})
+			b, err := broker.Start(cfg, broker.Options{Logger: log, Ctx: startCtx, OnLogDirFailure: func(dir string, err error) {
+				haltOnLogDirFailure(log, dir, err)
+			}})
 			close(started)
 			if err != nil {
 				select {
@@ -89,6 +91,14 @@ func serverCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override one config: key=value (repeatable)")
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof profiles on this address, e.g. 127.0.0.1:6060 (off when empty)")
 	return cmd
+}
+
+// haltOnLogDirFailure ends the process at once (no clean shutdown: nothing more is written to
+// the failed dir), with exit status 1, as Kafka's LogManager halts a broker whose log dirs have
+// all failed. An operator starts it again once the disk is fixed or has room.
+func haltOnLogDirFailure(log *slog.Logger, dir string, err error) {
+	log.Error("shutting down: all log dirs have failed (an I/O error took a partition's log offline)", "log_dirs", dir, "err", err)
+	os.Exit(1)
 }
 
 // servePprof serves /debug/pprof/ on addr for profiling a running broker. It is opt-in: the

@@ -116,6 +116,15 @@ type Options struct {
 	// Ctx cancels a start-up still waiting for the controller quorum (a signal). nil:
 	// background.
 	Ctx context.Context
+	// OnLogDirFailure, if set, is called when a write, fsync, truncation or segment deletion
+	// of a partition's log fails: the log goes offline, and with it the broker's log dir
+	// (its only one) is failed, as Kafka's LogDirFailureChannel reports it. It gets the
+	// log dir and the error, and is called holding that log's locks. `gregor server` halts
+	// the process in it (exit status 1), as Kafka's LogManager does once all its log dirs
+	// have failed: a running broker with an offline partition would stay its leader or an
+	// out-of-sync follower until restarted. nil keeps the broker running with the
+	// partition offline (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
+	OnLogDirFailure func(dir string, err error)
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
@@ -141,6 +150,9 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	logs, err := storage.OpenManager(fs, dir, log)
 	if err != nil {
 		return nil, err
+	}
+	if on := opt.OnLogDirFailure; on != nil {
+		logs.OnLogOffline = func(_ string, err error) { on(dir, err) } // before any log opens
 	}
 	clusterID, err := format(logs, cfg, log)
 	if err != nil {

@@ -68,6 +68,9 @@ type OpenOptions struct {
 	Now            func() time.Time // clock; time.Now when nil
 	Logger         *slog.Logger     // slog.Default() when nil
 	Files          *FileCache       // opens the segments' .log files; an unbounded one of the log's own when nil
+	// OnOffline, if set, is called once when an I/O error takes the log offline, with that
+	// error, holding the log's locks (it must not call the log): Manager.OnLogOffline.
+	OnOffline func(err error)
 }
 
 type logState int8
@@ -106,11 +109,12 @@ const (
 //     publishLocked stores it holding mu (write) after every change to those fields; a
 //     lock-free reader sees each field as of some recent change.
 type Log struct {
-	fs     FS
-	files  *FileCache
-	dir    string
-	logger *slog.Logger
-	now    func() time.Time
+	fs        FS
+	files     *FileCache
+	dir       string
+	logger    *slog.Logger
+	now       func() time.Time
+	onOffline func(err error) // OpenOptions.OnOffline
 
 	cleanMu sync.Mutex
 	flushMu sync.Mutex
@@ -150,7 +154,7 @@ type pendingDelete struct {
 
 // Open opens (or creates) the log in dir, recovering it when opt.Clean is false.
 func Open(fs FS, dir string, cfg Config, opt OpenOptions) (*Log, error) {
-	l := &Log{fs: fs, files: opt.Files, dir: dir, logger: opt.Logger, now: opt.Now}
+	l := &Log{fs: fs, files: opt.Files, dir: dir, logger: opt.Logger, now: opt.Now, onOffline: opt.OnOffline}
 	if l.files == nil {
 		l.files = NewFileCache(0)
 	}
@@ -202,6 +206,9 @@ func (l *Log) failLocked(err error) error {
 		l.mu.state = stateOffline
 		l.mu.offlineErr = err
 		l.publishLocked()
+		if l.onOffline != nil {
+			l.onOffline(err)
+		}
 	}
 	return fmt.Errorf("%w: %w", ErrLogOffline, err)
 }

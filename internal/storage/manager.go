@@ -52,6 +52,10 @@ type Manager struct {
 
 	// Now is the clock handed to the logs; time.Now when nil. Set it before opening logs.
 	Now func() time.Time
+	// OnLogOffline, if set, is called when an I/O error takes one of the logs offline: the
+	// partition directory and the error. It is called holding that log's locks, so it must
+	// not call the log (the broker halts the process in it). Set it before opening logs.
+	OnLogOffline func(dir string, err error)
 }
 
 // OpenManager opens (creating if needed) the log dir dir.
@@ -229,6 +233,10 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			Now:            m.Now,
 			Logger:         m.logger,
 			Files:          m.files,
+		}
+		if on := m.OnLogOffline; on != nil {
+			dir := m.partitionDir(tp)
+			opt.OnOffline = func(err error) { on(dir, err) }
 		}
 		m.mu.Unlock()
 

@@ -68,6 +68,13 @@ type ClusterOptions struct {
 	NodeSets map[int32][]string
 	// ClusterID is the cluster.id of every node; "" makes a random one.
 	ClusterID string
+	// BeforeStart, if set, is called by StartCluster for each node once its
+	// files are laid out (Node.Dir does not exist yet, Node.ConfigFile is
+	// written) and before any process starts, on the test's goroutine: a test
+	// can mount a file system of its own at Node.Dir there. Cleanups it
+	// registers run before the cluster's (which kill the processes), so one
+	// that unmounts must kill the node first.
+	BeforeStart func(n *Node)
 }
 
 // Cluster is a test cluster of real broker processes; see StartCluster.
@@ -133,6 +140,11 @@ func StartCluster(t testing.TB, opt ClusterOptions) *Cluster {
 	bin := Binary(t) // build before any process starts, outside the ready timeout
 	c := layoutCluster(t, opt)
 	nodes := c.Nodes()
+	if opt.BeforeStart != nil {
+		for _, n := range nodes {
+			opt.BeforeStart(n)
+		}
+	}
 	for _, n := range nodes {
 		if err := n.spawn(bin); err != nil {
 			t.Fatalf("start node %d: %v", n.ID, err)
@@ -692,6 +704,10 @@ func (n *Node) signal(sig syscall.Signal) {
 		n.c.t.Fatalf("signal node %d: %v", n.ID, err)
 	}
 }
+
+// Pid is the process id of the node's running process (a paused one is
+// running), or 0 if it is not running.
+func (n *Node) Pid() int { return n.pid() }
 
 // pid is the process id of the running process, or 0.
 func (n *Node) pid() int {

@@ -32,7 +32,8 @@
 //	Verify(t, c, "t", res)
 //
 // Check and Verify end the cluster: every node is killed so that its files
-// are a still snapshot. Call them last.
+// are a still snapshot. Call them last. CheckTopic and VerifyTopic check
+// several partitions of a topic before killing the nodes once.
 package replication
 
 import (
@@ -419,11 +420,59 @@ func Check(t testing.TB, c *testutil.Cluster, topic string, results ...Result) R
 	if len(results) > 0 {
 		partition = results[0].Partition
 	}
-	for _, res := range results {
-		if res.Topic != topic || res.Partition != partition {
-			t.Fatalf("Check %s[%d]: a result of %s[%d]", topic, partition, res.Topic, res.Partition)
+	return CheckTopic(t, c, topic, []int32{partition}, results...)[0]
+}
+
+// VerifyTopic is CheckTopic, failing the test on every problem of the
+// reports.
+func VerifyTopic(t testing.TB, c *testutil.Cluster, topic string, partitions []int32, results ...Result) []Report {
+	t.Helper()
+	reps := CheckTopic(t, c, topic, partitions, results...)
+	for _, r := range reps {
+		for _, p := range r.Problems() {
+			t.Errorf("%s[%d]: %s", topic, r.Partition, p)
 		}
 	}
+	return reps
+}
+
+// CheckTopic is Check of several partitions of topic at once, each against
+// the results that wrote it (every result must be of one of partitions):
+// each partition is settled and read through its leader, then every node is
+// killed once and each partition's replicas are compared. It returns one
+// report per partition, in the order of partitions.
+func CheckTopic(t testing.TB, c *testutil.Cluster, topic string, partitions []int32, results ...Result) []Report {
+	t.Helper()
+	byPartition := map[int32][]Result{}
+	for _, res := range results {
+		if res.Topic != topic || !slices.Contains(partitions, res.Partition) {
+			t.Fatalf("Check %s%v: a result of %s[%d]", topic, partitions, res.Topic, res.Partition)
+		}
+		byPartition[res.Partition] = append(byPartition[res.Partition], res)
+	}
+	reps := make([]Report, len(partitions))
+	states := make([]PartitionState, len(partitions))
+	logs := make([][]loggedRecord, len(partitions))
+	for i, p := range partitions {
+		reps[i], states[i], logs[i] = checkLive(t, c, topic, p, byPartition[p])
+	}
+	// The replicas' files, still.
+	for _, n := range c.Nodes() {
+		n.Kill()
+	}
+	for i, p := range partitions {
+		reps[i].ReplicaBytes, reps[i].Diverged = compareReplicas(t, c, topic, p, states[i].Replicas, reps[i].HighWatermark, logs[i])
+		t.Logf("verify %s", reps[i])
+	}
+	return reps
+}
+
+// checkLive is the part of the check done with the cluster running: it
+// settles the partition, reads it through its leader and matches the log
+// with the results. It returns the report so far, the settled state and the
+// records read.
+func checkLive(t testing.TB, c *testutil.Cluster, topic string, partition int32, results []Result) (Report, PartitionState, []loggedRecord) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*settleTimeout)
 	defer cancel()
 	rep := Report{Topic: topic, Partition: partition}
@@ -469,14 +518,7 @@ func Check(t testing.TB, c *testutil.Cluster, topic string, results ...Result) R
 			}
 		}
 	}
-
-	// The replicas' files, still.
-	for _, n := range c.Nodes() {
-		n.Kill()
-	}
-	rep.ReplicaBytes, rep.Diverged = compareReplicas(t, c, topic, partition, st.Replicas, hw, logged)
-	t.Logf("verify %s", rep)
-	return rep
+	return rep, st, logged
 }
 
 // PartitionState is one partition as a broker's metadata shows it.
