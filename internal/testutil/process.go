@@ -137,6 +137,16 @@ func StartProcess(t testing.TB, dir string, port int, sets ...string) *Process {
 	return nil
 }
 
+// Exited reports whether the process has exited, and then how (nil: exit status 0).
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.exited:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
 // Pid is the broker process's id (for reading its /proc entries).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

@@ -114,7 +114,7 @@ func TestManyPartitionsUnderDescriptorLimit(t *testing.T) {
 	start := time.Now()
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(deadline / time.Millisecond)) // 10,000 partitions a request on a busy disk
-	for first := 0; first < parts; first += 10000 { // Kafka's limit of partitions per request
+	for first := 0; first < parts; first += 10000 {          // Kafka's limit of partitions per request
 		n := min(10000, parts-first)
 		var err error
 		if first == 0 {
