@@ -2,8 +2,12 @@ package replica
 
 import (
 	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -62,5 +66,84 @@ func TestManagerLookups(t *testing.T) {
 	}
 	if m.Get("t", 5) != nil || m.Topic("t").Get(5) != nil || m.Get("t", 9) == nil {
 		t.Fatal("Remove did not take exactly partition 5 away")
+	}
+}
+
+// Close writes a producer snapshot only for what changed since the newest one: an empty log
+// gets none, a written log one at its end, and a log closed again unchanged keeps that file
+// (a broker of many idle partitions does not fsync a file per partition at every stop).
+func TestCloseSnapshotsOnlyChangedPartitions(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+	s := Settings{MaxMessageBytes: 1 << 20, MinInsyncReplicas: 1, Log: storage.DefaultConfig()}
+	open := func() (*Manager, *Partition, *Partition) {
+		t.Helper()
+		logs, err := storage.OpenManager(storage.OS, dir, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewManager(storage.OS, logs, log)
+		idle, err := m.Open("t", 0, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy, err := m.Open("t", 1, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, idle, busy
+	}
+	snapshots := func(p *Partition) map[string]time.Time {
+		t.Helper()
+		offs, err := listSnapshots(storage.OS, p.Log().Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]time.Time{}
+		for _, off := range offs {
+			fi, err := os.Stat(snapshotName(p.Log().Dir(), off))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(fi.Name())] = fi.ModTime()
+		}
+		return out
+	}
+
+	m, idle, busy := open()
+	if _, err := busy.Log().Append(buildBatch(t, "a", "b"), storage.AppendOptions{AssignOffsets: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(idle); len(got) != 0 {
+		t.Fatalf("an empty log got snapshots %v", got)
+	}
+	first := snapshots(busy)
+	if len(first) != 1 {
+		t.Fatalf("a written log got snapshots %v, want one", first)
+	}
+
+	m, idle, busy = open()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(busy); len(got) != 1 || !maps.Equal(got, first) {
+		t.Fatalf("closed unchanged: snapshots %v, want %v untouched", got, first)
+	}
+	if got := snapshots(idle); len(got) != 0 {
+		t.Fatalf("an empty log got snapshots %v", got)
+	}
+
+	m, _, busy = open()
+	if _, err := busy.Log().Append(buildBatch(t, "c"), storage.AppendOptions{AssignOffsets: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(busy); len(got) != 2 {
+		t.Fatalf("written again: snapshots %v, want a new one beside the old", got)
 	}
 }

@@ -55,7 +55,11 @@ type Partition struct {
 	mu struct {
 		sync.Mutex
 		producers *ProducerState
-		epochs    *storage.LeaderEpochCache // nil until first needed (see epochsLocked)
+		// snapshotAt is the log end offset the newest snapshot on disk was taken at, when
+		// producers is exactly that snapshot's state (nothing appended or truncated since);
+		// -1 otherwise. A close then has nothing new to write.
+		snapshotAt int64
+		epochs     *storage.LeaderEpochCache // nil until first needed (see epochsLocked)
 		leader    *LeaderState              // roleLeader only
 		reg       LeaderAndISR              // as last given to MakeLeader / MakeFollower
 		proposal  *ISRChange                // an ISR change for RunReplication to send
@@ -235,9 +239,19 @@ func (p *Partition) notify() {
 	p.watch.Unlock()
 }
 
-// snapshotProducers writes the producer state as of the log end offset.
+// snapshotProducers writes the producer state as of the log end offset, unless the newest
+// snapshot already holds it, or the log is empty with no producers (a restart has nothing to
+// replay): a broker of 100,000 idle partitions does not fsync 100,000 files at every stop.
 func (p *Partition) snapshotProducers() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return writeSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.mu.producers)
+	leo := p.log.LogEndOffset()
+	if p.mu.snapshotAt == leo || (leo == p.log.LogStartOffset() && p.mu.producers.Len() == 0) {
+		return nil
+	}
+	if err := writeSnapshot(p.fs, p.log.Dir(), leo, p.mu.producers); err != nil {
+		return err
+	}
+	p.mu.snapshotAt = leo
+	return nil
 }
