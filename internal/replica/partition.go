@@ -60,9 +60,9 @@ type Partition struct {
 		// -1 otherwise. A close then has nothing new to write.
 		snapshotAt int64
 		epochs     *storage.LeaderEpochCache // nil until first needed (see epochsLocked)
-		leader    *LeaderState              // roleLeader only
-		reg       LeaderAndISR              // as last given to MakeLeader / MakeFollower
-		proposal  *ISRChange                // an ISR change for RunReplication to send
+		leader     *LeaderState              // roleLeader only
+		reg        LeaderAndISR              // as last given to MakeLeader / MakeFollower
+		proposal   *ISRChange                // an ISR change for RunReplication to send
 	}
 
 	// watch holds the channels of fetches parked on this partition (long poll). A slice, not
