@@ -241,3 +241,13 @@ func (p *Partition) snapshotProducers() error {
 	defer p.mu.Unlock()
 	return writeSnapshot(p.fs, p.log.Dir(), p.log.LogEndOffset(), p.mu.producers)
 }
+
+// ProducerLastOffsets is ProducerState.LastOffsets of the partition's producers.
+func (p *Partition) ProducerLastOffsets() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.producers == nil {
+		return nil
+	}
+	return p.mu.producers.LastOffsets()
+}

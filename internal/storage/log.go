@@ -21,6 +21,9 @@ type Config struct {
 	FlushIntervalMessages int64 // flush.messages: fsync once this many messages are unflushed
 	FlushIntervalMs       int64 // flush.ms: Manager.FlushDue fsyncs a log not flushed for this long
 	FileDeleteDelayMs     int64 // file.delete.delay.ms: how long deleted segment files linger as *.deleted
+
+	Compact    bool             // cleanup.policy includes compact: the log cleaner cleans the log
+	Compaction CompactionConfig // how the cleaner treats it (used only with Compact)
 }
 
 // DefaultConfig returns Kafka's defaults.
