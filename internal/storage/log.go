@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,7 +334,11 @@ func (l *Log) Close() error {
 	}
 	for _, pd := range l.wr.pendingDeletes {
 		for _, p := range pd.paths {
-			err = errors.Join(err, l.fs.Remove(p))
+			// Gone already: a later segment with the same base offset (the log cleaner's
+			// output replaced again) was renamed over it and removed first.
+			if rerr := l.fs.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
 		}
 	}
 	l.wr.pendingDeletes = nil
