@@ -28,10 +28,17 @@ func (h *Handler) settings(overrides map[string]string) (replica.Settings, error
 			FlushIntervalMessages: t.FlushMessages,
 			FlushIntervalMs:       t.FlushMs,
 			FileDeleteDelayMs:     t.FileDeleteDelayMs,
+			Compact:               t.Compact(),
+			Compaction: storage.CompactionConfig{
+				MinCleanableRatio:  t.MinCleanableDirtyRatio,
+				MinCompactionLagMs: t.MinCompactionLagMs,
+				MaxCompactionLagMs: t.MaxCompactionLagMs,
+				DeleteRetentionMs:  t.DeleteRetentionMs,
+			},
 		},
 	}
 	if !t.Delete() {
-		// cleanup.policy=compact alone: no time or size retention (compaction comes later).
+		// cleanup.policy=compact alone: no time or size retention, only the log cleaner.
 		s.Log.RetentionMs, s.Log.RetentionBytes = -1, -1
 	}
 	switch t.CompressionType {

@@ -3,12 +3,16 @@ package broker
 import (
 	"context"
 	"time"
+
+	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // Background work, each on its own ticker: retention (log.retention.check.interval.ms, which
 // also rolls idle segments by time), time-based flushing (log.flush.interval.ms, checked every
-// second at most), and recovery-point checkpoints (log.flush.offset.checkpoint.interval.ms).
+// second at most), recovery-point checkpoints (log.flush.offset.checkpoint.interval.ms), and
+// the log cleaner's threads (log.cleaner.enable, log.cleaner.threads).
 func (b *Broker) startLoops(ctx context.Context) {
+	b.startCleaner(ctx)
 	b.every(ctx, time.Duration(b.cfg.LogRetentionCheckIntervalMs)*time.Millisecond, func(now time.Time) {
 		n, err := b.logs.RunRetention(now.UnixMilli())
 		if err != nil {
@@ -71,4 +75,36 @@ func (b *Broker) trimEpochCaches() {
 			}
 		}
 	}
+}
+
+// startCleaner starts the log cleaner (Kafka's LogCleaner) on the log dir, its threads
+// stopping with ctx (before the logs close: Close waits for b.wg first).
+func (b *Broker) startCleaner(ctx context.Context) {
+	cfg := b.cfg.Current()
+	if !cfg.LogCleanerEnable || cfg.LogCleanerThreads <= 0 {
+		b.log.Info("log cleaner disabled: compacted topics keep every record", "log.cleaner.enable", cfg.LogCleanerEnable, "log.cleaner.threads", cfg.LogCleanerThreads)
+		return
+	}
+	c := storage.NewLogCleaner(b.logs, storage.CleanerConfig{
+		Threads:             int(cfg.LogCleanerThreads),
+		DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
+		DedupeLoadFactor:    cfg.LogCleanerIOBufferLoadFactor,
+		IOBufferSize:        int(cfg.LogCleanerIOBufferSize),
+		MaxIOBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
+		BackoffMs:           cfg.LogCleanerBackoffMs,
+	}, b.log)
+	if b.replicas != nil {
+		c.ActiveProducers = func(tp storage.TopicPartition) map[int64]int64 {
+			if p := b.replicas.Get(tp.Topic, tp.Partition); p != nil {
+				return p.ProducerLastOffsets()
+			}
+			return nil
+		}
+	}
+	c.Start(ctx)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		c.Wait()
+	}()
 }

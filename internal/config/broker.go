@@ -94,6 +94,11 @@ type Broker struct {
 	LogCleanerMinCompactionLagMs            int64    // log.cleaner.min.compaction.lag.ms
 	LogCleanerMaxCompactionLagMs            int64    // log.cleaner.max.compaction.lag.ms
 	LogCleanerMinCleanableRatio             float64  // log.cleaner.min.cleanable.ratio
+	LogCleanerDedupeBufferSize              int64    // log.cleaner.dedupe.buffer.size
+	LogCleanerIOBufferSize                  int32    // log.cleaner.io.buffer.size
+	LogCleanerIOBufferLoadFactor            float64  // log.cleaner.io.buffer.load.factor
+	LogCleanerIOMaxBytesPerSecond           float64  // log.cleaner.io.max.bytes.per.second
+	LogCleanerBackoffMs                     int64    // log.cleaner.backoff.ms
 
 	// Replication.
 	ReplicaLagTimeMaxMs                      int64 // replica.lag.time.max.ms
@@ -289,12 +294,17 @@ var brokerDefList = []*brokerDef{
 	{name: "log.message.timestamp.difference.max.ms", vt: vtNonNegLong, dflt: num(maxLong), field: func(b *Broker) any { return &b.LogMessageTimestampDifferenceMaxMs }, doc: "Largest allowed difference between a CreateTime timestamp and the broker's clock (deprecated by the before/after settings)."},
 	{name: "log.message.timestamp.before.max.ms", vt: vtNonNegLong, dflt: num(maxLong), field: func(b *Broker) any { return &b.LogMessageTimestampBeforeMaxMs }, doc: "How far a CreateTime timestamp may lie before the broker's clock."},
 	{name: "log.message.timestamp.after.max.ms", vt: vtNonNegLong, dflt: num(maxLong), field: func(b *Broker) any { return &b.LogMessageTimestampAfterMaxMs }, doc: "How far a CreateTime timestamp may lie after the broker's clock."},
-	{name: "log.cleaner.enable", vt: vtBool, dflt: str("true"), field: func(b *Broker) any { return &b.LogCleanerEnable }, doc: "Run the log cleaner for compacted topics."},
-	{name: "log.cleaner.threads", vt: vtNonNegInt, dflt: num(1), field: func(b *Broker) any { return &b.LogCleanerThreads }, doc: "Threads compacting logs."},
-	{name: "log.cleaner.delete.retention.ms", vt: vtNonNegLong, dflt: num(86400000), field: func(b *Broker) any { return &b.LogCleanerDeleteRetentionMs }, doc: "Milliseconds tombstones are kept in compacted topics."},
-	{name: "log.cleaner.min.compaction.lag.ms", vt: vtNonNegLong, dflt: num(0), field: func(b *Broker) any { return &b.LogCleanerMinCompactionLagMs }, doc: "Least age of a message before it may be compacted."},
-	{name: "log.cleaner.max.compaction.lag.ms", vt: vtPositiveLong, dflt: num(maxLong), field: func(b *Broker) any { return &b.LogCleanerMaxCompactionLagMs }, doc: "Greatest age of a message before it must be compacted."},
-	{name: "log.cleaner.min.cleanable.ratio", vt: vtRatio, dflt: str("0.5"), field: func(b *Broker) any { return &b.LogCleanerMinCleanableRatio }, doc: "Least ratio of dirty log to total log for compaction to run."},
+	{name: "log.cleaner.enable", vt: vtBool, dflt: str("true"), field: func(b *Broker) any { return &b.LogCleanerEnable }, doc: "Run the log cleaner, which compacts the logs of topics whose cleanup.policy includes compact (__consumer_offsets among them). false: compacted topics keep every record."},
+	{name: "log.cleaner.threads", vt: vtNonNegInt, dflt: num(1), field: func(b *Broker) any { return &b.LogCleanerThreads }, doc: "Cleaner threads per log directory, each cleaning one log at a time."},
+	{name: "log.cleaner.dedupe.buffer.size", vt: vtAnyLong, dflt: num(134217728), field: func(b *Broker) any { return &b.LogCleanerDedupeBufferSize }, doc: "Bytes of memory for the key -> offset maps of all cleaner threads, divided among them (at most 2 GiB a thread); a log with more distinct keys than a map holds is cleaned in several passes. With the cleaner enabled, each thread must get more than 1 MiB."},
+	{name: "log.cleaner.io.buffer.size", vt: vtNonNegInt, dflt: num(524288), field: func(b *Broker) any { return &b.LogCleanerIOBufferSize }, doc: "Bytes of I/O buffers of all cleaner threads, divided among them, half for reading and half for writing (a larger batch is read whole)."},
+	{name: "log.cleaner.io.buffer.load.factor", vt: vtRatio, dflt: str("0.9"), field: func(b *Broker) any { return &b.LogCleanerIOBufferLoadFactor }, doc: "How full a cleaner thread's key -> offset map may get; must be above 0 with the cleaner enabled."},
+	{name: "log.cleaner.io.max.bytes.per.second", vt: doubleType(-math.MaxFloat64, math.MaxFloat64), dflt: str("1.7976931348623157E308"), field: func(b *Broker) any { return &b.LogCleanerIOMaxBytesPerSecond }, doc: "Most bytes a second all cleaner threads of a log directory read and write together, so that cleaning leaves the disk to produce and fetch; the default is no limit."},
+	{name: "log.cleaner.backoff.ms", vt: vtNonNegLong, dflt: num(15000), field: func(b *Broker) any { return &b.LogCleanerBackoffMs }, doc: "Milliseconds a cleaner thread sleeps when no log is cleanable."},
+	{name: "log.cleaner.delete.retention.ms", vt: vtNonNegLong, dflt: num(86400000), field: func(b *Broker) any { return &b.LogCleanerDeleteRetentionMs }, doc: "Default delete.retention.ms: milliseconds a tombstone stays in a compacted log after the first cleaning that kept it."},
+	{name: "log.cleaner.min.compaction.lag.ms", vt: vtNonNegLong, dflt: num(0), field: func(b *Broker) any { return &b.LogCleanerMinCompactionLagMs }, doc: "Default min.compaction.lag.ms: least age of a record before it may be compacted."},
+	{name: "log.cleaner.max.compaction.lag.ms", vt: vtPositiveLong, dflt: num(maxLong), field: func(b *Broker) any { return &b.LogCleanerMaxCompactionLagMs }, doc: "Default max.compaction.lag.ms: greatest age of a record before its log is cleaned, however little of it is dirty."},
+	{name: "log.cleaner.min.cleanable.ratio", vt: vtRatio, dflt: str("0.5"), field: func(b *Broker) any { return &b.LogCleanerMinCleanableRatio }, doc: "Default min.cleanable.dirty.ratio: least share of a log not yet cleaned for it to be cleaned."},
 
 	// Replication.
 	{name: "replica.lag.time.max.ms", vt: vtAnyLong, dflt: num(30000), field: func(b *Broker) any { return &b.ReplicaLagTimeMaxMs }, doc: "A follower that has not caught up for this long leaves the ISR."},
@@ -608,6 +618,14 @@ func (b *Broker) derive(typed map[string]any) error {
 	if int64(b.ReplicaFetchWaitMaxMs) > b.ReplicaLagTimeMaxMs {
 		return invalid("replica.fetch.wait.max.ms", b.values["replica.fetch.wait.max.ms"],
 			b.values["replica.fetch.wait.max.ms"]+" must not exceed replica.lag.time.max.ms ("+b.values["replica.lag.time.max.ms"]+")")
+	}
+	if b.LogCleanerEnable && b.LogCleanerThreads > 0 && b.LogCleanerDedupeBufferSize/int64(b.LogCleanerThreads) <= 1<<20 {
+		return invalid("log.cleaner.dedupe.buffer.size", b.values["log.cleaner.dedupe.buffer.size"],
+			"log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread ("+b.values["log.cleaner.threads"]+" threads)")
+	}
+	if b.LogCleanerEnable && b.LogCleanerIOBufferLoadFactor <= 0 {
+		return invalid("log.cleaner.io.buffer.load.factor", b.values["log.cleaner.io.buffer.load.factor"],
+			"the key -> offset map of a cleaner thread could hold no key")
 	}
 	if b.LogCleanerMinCompactionLagMs > b.LogCleanerMaxCompactionLagMs {
 		return invalid("log.cleaner.min.compaction.lag.ms", b.values["log.cleaner.min.compaction.lag.ms"],

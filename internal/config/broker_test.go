@@ -82,6 +82,11 @@ var kafkaDefaults = map[string]string{
 	"log.cleaner.min.compaction.lag.ms":                "0",
 	"log.cleaner.max.compaction.lag.ms":                "9223372036854775807",
 	"log.cleaner.min.cleanable.ratio":                  "0.5",
+	"log.cleaner.dedupe.buffer.size":                   "134217728",
+	"log.cleaner.io.buffer.size":                       "524288",
+	"log.cleaner.io.buffer.load.factor":                "0.9",
+	"log.cleaner.io.max.bytes.per.second":              "1.7976931348623157E308",
+	"log.cleaner.backoff.ms":                           "15000",
 	"replica.lag.time.max.ms":                          "30000",
 	"replica.fetch.max.bytes":                          "1048576",
 	"replica.fetch.min.bytes":                          "1",
@@ -343,6 +348,11 @@ func TestParseErrors(t *testing.T) {
 		{"compression.zstd.level", "23", "", "between -131072 and 22"},
 		{"replica.fetch.wait.max.ms", "40000", "", "replica.socket.timeout.ms"},
 		{"fetch.max.bytes", "1023", "", "minimum 1024"},
+		{"log.cleaner.dedupe.buffer.size", "1048576", "", "at least 1MB per cleaner thread"},
+		{"log.cleaner.io.buffer.load.factor", "0", "", "could hold no key"},
+		{"log.cleaner.io.buffer.size", "-1", "", "minimum 0"},
+		{"log.cleaner.backoff.ms", "-1", "", "minimum 0"},
+		{"log.cleaner.io.max.bytes.per.second", "fast", "", "not a number"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			_, err := Parse(map[string]string{tc.key: tc.value})

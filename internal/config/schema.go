@@ -151,6 +151,14 @@ func doubleType(lo, hi float64) valueType {
 // formatDouble prints f the way Java's Double.toString does for ordinary
 // values ("0.5", "1.0").
 func formatDouble(f float64) string {
+	if a := math.Abs(f); a >= 1e7 || (a > 0 && a < 1e-3) {
+		// Java's Double.toString: 1.7976931348623157E308, 1.0E-4.
+		s := strings.Replace(strconv.FormatFloat(f, 'E', -1, 64), "E+", "E", 1)
+		if m, e, _ := strings.Cut(s, "E"); !strings.Contains(m, ".") {
+			s = m + ".0E" + e
+		}
+		return s
+	}
 	s := strconv.FormatFloat(f, 'f', -1, 64)
 	if !strings.ContainsAny(s, ".eE") {
 		s += ".0"

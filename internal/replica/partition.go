@@ -255,3 +255,13 @@ func (p *Partition) snapshotProducers() error {
 	p.mu.snapshotAt = leo
 	return nil
 }
+
+// ProducerLastOffsets is ProducerState.LastOffsets of the partition's producers.
+func (p *Partition) ProducerLastOffsets() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.producers == nil {
+		return nil
+	}
+	return p.mu.producers.LastOffsets()
+}

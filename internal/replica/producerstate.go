@@ -110,3 +110,16 @@ func (s *ProducerState) Update(h *batch.Header) {
 func inSequence(last, next int32) bool {
 	return next == last+1 || (last == math.MaxInt32 && next == 0)
 }
+
+// LastOffsets maps each producer to the last offset of its last batch (Kafka's
+// lastRecordsOfActiveProducers): the log cleaner keeps that batch, empty if need be, so the
+// producer's epoch and sequence survive compaction.
+func (s *ProducerState) LastOffsets() map[int64]int64 {
+	out := make(map[int64]int64, len(s.m))
+	for id, e := range s.m {
+		if n := len(e.batches); n > 0 {
+			out[id] = e.batches[n-1].LastOffset
+		}
+	}
+	return out
+}

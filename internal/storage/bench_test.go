@@ -1,9 +1,13 @@
 package storage
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/gregor-project/gregor/internal/batch"
 )
 
 func benchLog(b *testing.B) *Log {
@@ -85,4 +89,44 @@ func BenchmarkReadCopy(b *testing.B) {
 		s.Release()
 	}
 	b.SetBytes(total / int64(b.N))
+}
+
+// BenchmarkClean measures one cleaner thread: each iteration cleans a fresh 64 MiB log of
+// 1 MiB segments, batches of 100 records of 1,000 small keys (16-byte keys, 100-byte values),
+// so that almost every record is an older version. MB/s is of log read.
+func BenchmarkClean(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 1 << 20
+	value := []byte(strings.Repeat("v", 100))
+	var total int64
+	for range b.N {
+		b.StopTimer()
+		e := newEnv(b, cfg)
+		l := e.open(true, 0, 0)
+		i := 0
+		for l.Size() < 64<<20 {
+			recs := make([]kv, 100)
+			for j := range recs {
+				recs[j] = kv{fmt.Sprintf("key-%012d", i%1000), value}
+				i++
+			}
+			mustAppend(b, l, kvBatch(b, e.clock.NowMs(), batch.CodecNone, -1, recs...))
+		}
+		m, err := NewOffsetMap(16<<20, 0.9)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := l.Clean(m, CleanOptions{NowMs: e.clock.NowMs(), DeleteRetentionMs: 86_400_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += res.BytesRead
+		b.StopTimer()
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total)/(1<<20)/b.Elapsed().Seconds(), "MB/s")
 }

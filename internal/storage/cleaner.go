@@ -107,6 +107,11 @@ type CleanOptions struct {
 	// IOBufferSize is the size of the read and of the write buffer (log.cleaner.io.buffer.size
 	// halved, as Kafka splits it); 0: 256 KiB. A batch larger than it is read whole anyway.
 	IOBufferSize int
+	// Throttle, when set, is told the bytes of every read and write the pass makes (the
+	// caller's log.cleaner.io.max.bytes.per.second), and may wait. An error from it (the
+	// cleaner shutting down) ends the pass at once: the group being written is discarded, the
+	// groups swapped before it stay, and Clean returns the error.
+	Throttle func(bytes int) error
 }
 
 // CleanResult describes a pass.
@@ -123,6 +128,9 @@ type CleanResult struct {
 	BytesRead        int64
 	BytesWritten     int64
 	TombstonesPurged int64 // tombstones dropped because their horizon had passed
+	// DeleteHorizonMs is the latest delete horizon of the tombstones the pass kept (0: none):
+	// a pass at or after it drops them even if nothing is dirty.
+	DeleteHorizonMs int64
 }
 
 const defaultCleanerIOBuffer = 256 << 10
@@ -172,7 +180,7 @@ func (l *Log) Clean(m *OffsetMap, opt CleanOptions) (CleanResult, error) {
 	if err != nil || len(c.segs) == 0 {
 		return c.res, err
 	}
-	c.rd.ioSize = opt.IOBufferSize
+	c.rd.ioSize, c.rd.throttle = opt.IOBufferSize, opt.Throttle
 	if err := c.buildOffsetMap(firstDirty, upper); err != nil {
 		return c.res, err
 	}
@@ -366,6 +374,11 @@ func (c *cleaning) rewrite(g []cleanSeg, lastNonEmpty int, w *cleanedSegment) er
 				if err := w.append(out); err != nil {
 					return err
 				}
+				if c.opt.Throttle != nil {
+					if err := c.opt.Throttle(len(out)); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
@@ -406,6 +419,15 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 	c.kept = kept[:0]
 	c.res.RecordsRetained += int64(len(kept))
 	stamp := tombstones && !hasHorizon
+	if tombstones {
+		if !hasHorizon {
+			horizon = c.opt.NowMs + c.opt.DeleteRetentionMs
+			if c.opt.DeleteRetentionMs > math.MaxInt64-c.opt.NowMs {
+				horizon = math.MaxInt64
+			}
+		}
+		c.res.DeleteHorizonMs = max(c.res.DeleteHorizonMs, horizon)
+	}
 	switch {
 	case len(kept) == len(recs) && !stamp:
 		return b, nil
@@ -453,12 +475,13 @@ func (c *cleaning) rebuild(h *batch.Header, kept []batch.Record, stamp bool) ([]
 // batchReader reads the whole batches of a segment's [pos, end) through a buffer of ioSize
 // bytes (larger for a larger batch). What next returns aliases the buffer until the next call.
 type batchReader struct {
-	ioSize int
-	s      *segment
-	pos    int64
-	end    int64
-	buf    []byte
-	bufPos int64 // file position of buf[0]
+	ioSize   int
+	throttle func(bytes int) error // told of every read; nil: none
+	s        *segment
+	pos      int64
+	end      int64
+	buf      []byte
+	bufPos   int64 // file position of buf[0]
 }
 
 func (r *batchReader) reset(s *segment, pos, end int64) {
@@ -476,6 +499,9 @@ func (r *batchReader) fill(pos int64, want int) error {
 		return fmt.Errorf("reading %s at %d: %w", r.s.logPath(), pos, err)
 	}
 	r.bufPos = pos
+	if r.throttle != nil {
+		return r.throttle(n)
+	}
 	return nil
 }
 

@@ -29,6 +29,7 @@ type CompactionConfig struct {
 	MinCleanableRatio  float64 // min.cleanable.dirty.ratio
 	MinCompactionLagMs int64   // min.compaction.lag.ms
 	MaxCompactionLagMs int64   // max.compaction.lag.ms
+	DeleteRetentionMs  int64   // delete.retention.ms: how long a tombstone stays once a pass kept it
 }
 
 // LogToClean is a compacted log's cleanable state (Kafka's LogToClean).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,9 @@ type Config struct {
 	FlushIntervalMessages int64 // flush.messages: fsync once this many messages are unflushed
 	FlushIntervalMs       int64 // flush.ms: Manager.FlushDue fsyncs a log not flushed for this long
 	FileDeleteDelayMs     int64 // file.delete.delay.ms: how long deleted segment files linger as *.deleted
+
+	Compact    bool             // cleanup.policy includes compact: the log cleaner cleans the log
+	Compaction CompactionConfig // how the cleaner treats it (used only with Compact)
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -337,7 +341,11 @@ func (l *Log) Close() error {
 	}
 	for _, pd := range l.wr.pendingDeletes {
 		for _, p := range pd.paths {
-			err = errors.Join(err, l.fs.Remove(p))
+			// Gone already: a later segment with the same base offset (the log cleaner's
+			// output replaced again) was renamed over it and removed first.
+			if rerr := l.fs.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
 		}
 	}
 	l.wr.pendingDeletes = nil

@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
+	"os"
 )
 
 // Retention deletes whole segments from the front of the log, as Kafka's UnifiedLog does:
@@ -200,7 +202,7 @@ func (l *Log) removeDueFilesLocked(nowMs int64) {
 // next Open, so it is not worth taking the log offline for.
 func (l *Log) removeFiles(paths []string) {
 	for _, p := range paths {
-		if err := l.fs.Remove(p); err != nil {
+		if err := l.fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			l.logger.Warn("removing deleted segment file", "path", p, "err", err)
 		}
 	}
