@@ -216,8 +216,9 @@ func partitionLogBytes(t *testing.T, dir string) int64 {
 }
 
 // TestConsumerOffsetsStaysBounded commits the offsets of one group's 4 partitions 3,000
-// times: __consumer_offsets (16 KiB segments) stays a few segments large instead of growing
-// with every commit, and the last committed offsets read back after a restart.
+// times: __consumer_offsets (16 KiB segments) comes back to a few segments after every 500
+// commits instead of growing with every commit, and the last committed offsets read back
+// after a restart.
 func TestConsumerOffsetsStaysBounded(t *testing.T) {
 	const segment = 16384
 	sets := append([]string{"offsets.topic.num.partitions=1", "offsets.topic.segment.bytes=" + strconv.Itoa(segment)}, cleanerSets...)
@@ -254,15 +255,17 @@ func TestConsumerOffsetsStaysBounded(t *testing.T) {
 		if i%100 == 0 {
 			largest = max(largest, partitionLogBytes(t, dir))
 		}
+		// Every 500 commits (~150 KB, several segments) the cleaner brings the topic back to a
+		// handful of segments: it stops growing however long the commits go on. How far it
+		// grows between two passes depends on the machine's speed, so only the return is
+		// asserted.
+		if i%500 == 0 {
+			waitFor(t, 20*time.Second, fmt.Sprintf("__consumer_offsets cleaned after %d commits", i), func() (bool, string) {
+				n := partitionLogBytes(t, dir)
+				return n <= 4*segment, fmt.Sprintf("%d bytes", n)
+			})
+		}
 	}
-	// 3,000 commits wrote several hundred KiB; the topic keeps a bounded handful of segments.
-	if largest > 24*segment {
-		t.Errorf("__consumer_offsets grew to %d bytes during the commits; want at most %d", largest, 24*segment)
-	}
-	waitFor(t, 20*time.Second, "__consumer_offsets cleaned", func() (bool, string) {
-		n := partitionLogBytes(t, dir)
-		return n <= 4*segment, fmt.Sprintf("%d bytes", n)
-	})
 	t.Logf("__consumer_offsets: largest %d bytes during %d commits, %d after", largest, commits, partitionLogBytes(t, dir))
 
 	b = b.Restart()
