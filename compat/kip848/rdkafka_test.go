@@ -23,7 +23,8 @@ import (
 // group is stable.
 func TestLibrdkafkaConsumerProtocol(t *testing.T) {
 	b := testutil.StartBroker(t, "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=5",
-		"group.consumer.session.timeout.ms=6000", "group.consumer.heartbeat.interval.ms=200")
+		"group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=6000",
+		"group.consumer.heartbeat.interval.ms=200", "group.consumer.min.heartbeat.interval.ms=200")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("six"))
 	if err != nil {
 		t.Fatal(err)

@@ -23,8 +23,8 @@ import (
 
 // kip848Broker shortens the consumer protocol's timings so tests run in seconds.
 var kip848Broker = append(slices.Clone(groupBroker),
-	"group.consumer.session.timeout.ms=3000",
-	"group.consumer.heartbeat.interval.ms=100",
+	"group.consumer.session.timeout.ms=3000", "group.consumer.min.session.timeout.ms=3000",
+	"group.consumer.heartbeat.interval.ms=100", "group.consumer.min.heartbeat.interval.ms=100",
 )
 
 // start848Member starts a franz-go consumer speaking the consumer protocol (uniform

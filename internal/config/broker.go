@@ -339,11 +339,11 @@ var brokerDefList = []*brokerDef{
 	{name: "group.max.session.timeout.ms", vt: intType(noMin, noMax), dflt: num(1800000), field: func(b *Broker) any { return &b.GroupMaxSessionTimeoutMs }, doc: "Greatest session timeout a group member may ask for."},
 	{name: "group.max.size", vt: vtPositiveInt, dflt: num(maxInt), field: func(b *Broker) any { return &b.GroupMaxSize }, doc: "Most members in one consumer group."},
 	{name: "group.consumer.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupConsumerSessionTimeoutMs }, doc: "Session timeout of consumer-protocol (KIP-848) group members."},
-	{name: "group.consumer.min.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupConsumerMinSessionTimeoutMs }, doc: "Least consumer-protocol session timeout (bounds per-group overrides; accepted, unused)."},
-	{name: "group.consumer.max.session.timeout.ms", vt: vtPositiveInt, dflt: num(60000), field: func(b *Broker) any { return &b.GroupConsumerMaxSessionTimeoutMs }, doc: "Greatest consumer-protocol session timeout (bounds per-group overrides; accepted, unused)."},
+	{name: "group.consumer.min.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupConsumerMinSessionTimeoutMs }, doc: "Least consumer-protocol session timeout: group.consumer.session.timeout.ms may not be below it (checked at start-up, as Kafka does; it also bounds per-group overrides, which Gregor has no group configs for yet)."},
+	{name: "group.consumer.max.session.timeout.ms", vt: vtPositiveInt, dflt: num(60000), field: func(b *Broker) any { return &b.GroupConsumerMaxSessionTimeoutMs }, doc: "Greatest consumer-protocol session timeout: group.consumer.session.timeout.ms may not exceed it (checked at start-up, as Kafka does; it also bounds per-group overrides, which Gregor has no group configs for yet)."},
 	{name: "group.consumer.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerHeartbeatIntervalMs }, doc: "Heartbeat interval told to consumer-protocol group members."},
-	{name: "group.consumer.min.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerMinHeartbeatIntervalMs }, doc: "Least consumer-protocol heartbeat interval (bounds per-group overrides; accepted, unused)."},
-	{name: "group.consumer.max.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(15000), field: func(b *Broker) any { return &b.GroupConsumerMaxHeartbeatIntervalMs }, doc: "Greatest consumer-protocol heartbeat interval (bounds per-group overrides; accepted, unused)."},
+	{name: "group.consumer.min.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerMinHeartbeatIntervalMs }, doc: "Least consumer-protocol heartbeat interval: group.consumer.heartbeat.interval.ms may not be below it (checked at start-up, as Kafka does; it also bounds per-group overrides, which Gregor has no group configs for yet)."},
+	{name: "group.consumer.max.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(15000), field: func(b *Broker) any { return &b.GroupConsumerMaxHeartbeatIntervalMs }, doc: "Greatest consumer-protocol heartbeat interval: group.consumer.heartbeat.interval.ms may not exceed it (checked at start-up, as Kafka does; it also bounds per-group overrides, which Gregor has no group configs for yet)."},
 	{name: "group.consumer.max.size", vt: vtPositiveInt, dflt: num(maxInt), field: func(b *Broker) any { return &b.GroupConsumerMaxSize }, doc: "Most members in one consumer-protocol group."},
 	{name: "group.consumer.assignors", vt: listType(true, "uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"), dflt: str("uniform,range"), field: func(b *Broker) any { return &b.GroupConsumerAssignors }, doc: "Server-side assignors of consumer-protocol groups; the first is used when a member names none."},
 	{name: "group.consumer.migration.policy", vt: stringType("bidirectional", "upgrade", "downgrade", "disabled"), dflt: str("bidirectional"), field: func(b *Broker) any { return &b.GroupConsumerMigrationPolicy }, doc: "Whether classic groups convert to consumer-protocol groups (upgrade), back (downgrade), both or neither."},
@@ -627,9 +627,40 @@ func (b *Broker) derive(typed map[string]any) error {
 		return invalid("log.cleaner.io.buffer.load.factor", b.values["log.cleaner.io.buffer.load.factor"],
 			"the key -> offset map of a cleaner thread could hold no key")
 	}
+	if err := b.checkGroupConsumerBounds(); err != nil {
+		return err
+	}
 	if b.LogCleanerMinCompactionLagMs > b.LogCleanerMaxCompactionLagMs {
 		return invalid("log.cleaner.min.compaction.lag.ms", b.values["log.cleaner.min.compaction.lag.ms"],
 			b.values["log.cleaner.min.compaction.lag.ms"]+" must not exceed log.cleaner.max.compaction.lag.ms ("+b.values["log.cleaner.max.compaction.lag.ms"]+")")
+	}
+	return nil
+}
+
+// checkGroupConsumerBounds applies Kafka's rules for the consumer-protocol group timeouts: each
+// default within its min and max, and the heartbeat interval below the session timeout.
+func (b *Broker) checkGroupConsumerBounds() error {
+	for _, c := range []struct {
+		key, minKey, maxKey string
+		v, lo, hi           int32
+	}{
+		{"group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+			b.GroupConsumerSessionTimeoutMs, b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs},
+		{"group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+			b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs},
+	} {
+		switch {
+		case c.lo > c.hi:
+			return invalid(c.minKey, b.values[c.minKey], c.minKey+" must not exceed "+c.maxKey+" ("+b.values[c.maxKey]+")")
+		case c.v < c.lo:
+			return invalid(c.key, b.values[c.key], c.key+" must be at least "+c.minKey+" ("+b.values[c.minKey]+")")
+		case c.v > c.hi:
+			return invalid(c.key, b.values[c.key], c.key+" must not exceed "+c.maxKey+" ("+b.values[c.maxKey]+")")
+		}
+	}
+	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
+		return invalid("group.consumer.heartbeat.interval.ms", b.values["group.consumer.heartbeat.interval.ms"],
+			"group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms ("+b.values["group.consumer.session.timeout.ms"]+")")
 	}
 	return nil
 }

@@ -633,3 +633,31 @@ func TestTopicDefaultsDoNotAlias(t *testing.T) {
 		t.Fatal("TopicDefaults shares slices with the broker snapshot")
 	}
 }
+
+// The consumer-protocol group timeouts are checked against their bounds at start-up, as
+// Kafka's KafkaConfig requires: a default outside [min, max], min above max, or a heartbeat
+// interval not below the session timeout stops start-up naming the key.
+func TestGroupConsumerBounds(t *testing.T) {
+	for _, c := range []struct {
+		sets []string
+		key  string // "" when the sets are valid
+	}{
+		{nil, ""},
+		{[]string{"group.consumer.session.timeout.ms=10000", "group.consumer.min.session.timeout.ms=10000"}, ""},
+		{[]string{"group.consumer.session.timeout.ms=3000"}, "group.consumer.session.timeout.ms"},
+		{[]string{"group.consumer.session.timeout.ms=90000"}, "group.consumer.session.timeout.ms"},
+		{[]string{"group.consumer.min.session.timeout.ms=70000"}, "group.consumer.min.session.timeout.ms"},
+		{[]string{"group.consumer.heartbeat.interval.ms=100"}, "group.consumer.heartbeat.interval.ms"},
+		{[]string{"group.consumer.heartbeat.interval.ms=20000"}, "group.consumer.heartbeat.interval.ms"},
+		{[]string{"group.consumer.session.timeout.ms=6000", "group.consumer.min.session.timeout.ms=6000",
+			"group.consumer.heartbeat.interval.ms=6000", "group.consumer.min.heartbeat.interval.ms=100"}, "group.consumer.heartbeat.interval.ms"},
+	} {
+		_, err := Load("", c.sets)
+		switch {
+		case c.key == "" && err != nil:
+			t.Errorf("%v: %v", c.sets, err)
+		case c.key != "" && (err == nil || !strings.Contains(err.Error(), c.key)):
+			t.Errorf("%v: %v, want an error naming %s", c.sets, err, c.key)
+		}
+	}
+}
