@@ -230,7 +230,7 @@ func TestCleanManyKeysBoundedMemory(t *testing.T) {
 	}
 
 	// Exactly the last value of every key, at its offset, and nothing else.
-	next := 0 // the index of the next expected survivor
+	next := 0                                   // the index of the next expected survivor
 	expected := func(n int) (int64, int, int) { // offset, key, version of survivor n
 		notFour := keys - (keys+3)/4
 		if n < notFour {
