@@ -175,10 +175,11 @@ func step(t *testing.T, section, client, id string, fn func(t *stepT)) bool {
 }
 
 // startBroker starts a fresh Gregor for one test: auto-creation off (the suite creates its
-// topics, and the unknown-topic step needs it off) and no initial rebalance delay.
+// topics, and the unknown-topic step needs it off), no initial rebalance delay, and a
+// cleaner that looks for dirty logs every 50 ms (the compacted step waits for it).
 func startBroker(t testing.TB) *testutil.Broker {
 	t.Helper()
-	return testutil.StartBroker(t, "auto.create.topics.enable=false", "group.initial.rebalance.delay.ms=0")
+	return testutil.StartBroker(t, "auto.create.topics.enable=false", "group.initial.rebalance.delay.ms=0", "log.cleaner.backoff.ms=50")
 }
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {

@@ -42,6 +42,7 @@ var Steps = []Step{
 	{"group", "group", "two members split the partitions, commit, broker and clients restart, the group resumes exactly at the commit"},
 	{"seek-offset", "seek offset", "start reading a partition at a given offset"},
 	{"seek-time", "seek time", "start reading a partition at the first record at or after a timestamp"},
+	{"compacted", "compacted", "read a compacted topic from the beginning after the cleaner left gaps: exactly the surviving records, at their offsets"},
 	{"err-unknown-topic", "unknown topic", "produce to a topic that does not exist, auto-creation off"},
 	{"err-out-of-range", "out of range", "fetch an offset outside the log: the client's reset policy (or its error)"},
 	{"err-too-large", "too large", "a record larger than the topic's max.message.bytes"},

@@ -193,6 +193,17 @@ func runScenario(t *testing.T, c Client) {
 		checkSame(t, ref[7:12], firstN(got, 5), cmpOpts{})
 	})
 
+	step(t, sc, name, "compacted", func(t *stepT) {
+		ref := compactedTopic(t, b.Addr())
+		if start := logStart(t, b.Addr(), "compacted"); start != 0 || ref[0].Offset == 0 {
+			t.Fatalf("log start %d, first surviving offset %d: want a log from 0 whose first records were cleaned away", start, ref[0].Offset)
+		}
+		got, err := c.Consume(ctxFor(t, time.Minute), b.Addr(), "compacted", len(ref))
+		t.check(err, "consume a compacted topic")
+		checkSame(t, ref, got, cmpOpts{})
+		t.Note("%d records surviving at offsets %d..%d", len(ref), ref[0].Offset, ref[len(ref)-1].Offset)
+	})
+
 	step(t, sc, name, "err-unknown-topic", func(t *stepT) {
 		exp := c.Expect("unknown-topic")
 		err := c.ProduceUnknown(ctxFor(t, time.Minute), b.Addr(), "no-such-topic")

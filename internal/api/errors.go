@@ -54,6 +54,8 @@ func code(err error) int16 {
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, errMessageTooLarge):
 		return kerr.MessageTooLarge.Code
+	case errors.Is(err, storage.ErrRecordBatchTooLarge):
+		return kerr.RecordListTooLarge.Code
 	case errors.Is(err, errInvalidTopic):
 		return kerr.InvalidTopicException.Code
 	case errors.Is(err, errUnknownPartition), errors.Is(err, metadata.ErrUnknownTopic):

@@ -103,6 +103,20 @@ func TestMessageTooLarge(t *testing.T) {
 	produceSync(t, cl, &kgo.Record{Topic: "small", Value: make([]byte, 1000)})
 }
 
+// A batch larger than the topic's segment.bytes (but within max.message.bytes) is refused
+// with RECORD_LIST_TOO_LARGE, as Kafka's log refuses it, not an unknown server error.
+func TestBatchLargerThanSegment(t *testing.T) {
+	b := testutil.StartBroker(t)
+	seg := "2048"
+	createTopic(t, b.Addr(), "tiny-segments", 1, map[string]*string{"segment.bytes": &seg})
+	cl := newClient(t, b.Addr(), kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordRetries(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "tiny-segments", Value: make([]byte, 4000)}).FirstErr()
+	if !errors.Is(err, kerr.RecordListTooLarge) {
+		t.Fatalf("got %v, want RECORD_LIST_TOO_LARGE", err)
+	}
+	produceSync(t, cl, &kgo.Record{Topic: "tiny-segments", Value: make([]byte, 1000)})
+}
+
 // Produce to an unknown topic with auto-creation off fails with UNKNOWN_TOPIC_OR_PARTITION;
 // with it on (the default) the topic is created with num.partitions.
 func TestAutoCreateTopics(t *testing.T) {

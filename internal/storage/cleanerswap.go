@@ -72,17 +72,21 @@ func (w *cleanedSegment) append(b []byte) error {
 		w.bytesSinceIndexEntry = 0
 	}
 	w.bytesSinceIndexEntry += int64(len(b))
-	w.size += int64(len(b))
 	if len(w.wbuf)+len(b) > cap(w.wbuf) {
+		// The buffer ends at pos: flush it before b counts in w.size.
 		if err := w.flushBuf(); err != nil {
 			return err
 		}
 		if len(b) > cap(w.wbuf) {
-			_, err := w.f.WriteAt(b, pos)
-			return err
+			if _, err := w.f.WriteAt(b, pos); err != nil {
+				return err
+			}
+			w.size += int64(len(b))
+			return nil
 		}
 	}
 	w.wbuf = append(w.wbuf, b...)
+	w.size += int64(len(b))
 	return nil
 }
 
