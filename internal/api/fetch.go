@@ -397,7 +397,11 @@ func zstdRefused(version int16, p *replica.Partition) bool {
 
 // readPartition reads one partition's batches into fp, returning the bytes read.
 func (f *fetch) readPartition(p *replica.Partition, fp *fetchPartition, offset int64, limit int32, minOne bool) (int, error) {
-	s, err := p.Log().Read(offset, limit, fp.end, minOne)
+	read := p.Log().Read // a follower copies every batch, emptied ones too
+	if f.replicaID < 0 {
+		read = p.Log().ReadRecords
+	}
+	s, err := read(offset, limit, fp.end, minOne)
 	if err != nil {
 		return 0, err
 	}

@@ -37,6 +37,20 @@ func (s Slice) Release() {
 // first batch that does not qualify, gives an empty Slice and a nil error; an offset below the
 // log start offset or past the log end offset gives ErrOffsetOutOfRange.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (Slice, error) {
+	return l.read(offset, maxBytes, maxOffset, minOneBatch, false)
+}
+
+// ReadRecords is Read for a consumer: batches that compaction emptied (no records, kept only
+// for a producer's state or a cleaned segment's end offset) are stepped over when they come
+// first, so the answer starts with a batch holding records, or is empty. A follower reads with
+// Read and copies them, as its log must match the leader's; a consumer gains nothing from them
+// and several clients stop at an answer of only an empty batch (kafkajs, kafka-go and
+// kafka-python do not move past it).
+func (l *Log) ReadRecords(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (Slice, error) {
+	return l.read(offset, maxBytes, maxOffset, minOneBatch, true)
+}
+
+func (l *Log) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch, skipEmpty bool) (Slice, error) {
 	// A reader at the end of what it may read (a consumer caught up) gets its empty answer
 	// without the lock, from the published offsets. The fields may come from different
 	// moments, but empty is then still an answer the locked path could have given an instant
@@ -64,7 +78,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 	defer headerPool.Put(buf)
 	segs := l.mu.segments
 	for i := l.floorSegmentLocked(offset); i < len(segs); i++ {
-		s, found, err := segs[i].read(offset, int64(max(maxBytes, 0)), maxOffset, minOneBatch, buf)
+		s, found, err := segs[i].read(offset, int64(max(maxBytes, 0)), maxOffset, minOneBatch, skipEmpty, buf)
 		if err != nil || found {
 			return s, err
 		}
@@ -74,11 +88,19 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 
 // read is Read within one segment; found is false when no batch in it reaches offset (the
 // caller moves on to the next segment). Holding Log.mu (read) or Log.writeMu.
-func (s *segment) read(offset, maxBytes, maxOffset int64, minOneBatch bool, buf *headerBuf) (Slice, bool, error) {
+func (s *segment) read(offset, maxBytes, maxOffset int64, minOneBatch, skipEmpty bool, buf *headerBuf) (Slice, bool, error) {
 	size := s.size
 	start, h, found, err := s.translateOffset(offset, 0, size, buf)
 	if err != nil || !found {
 		return Slice{}, false, err
+	}
+	for skipEmpty && h.RecordCount == 0 && !h.IsControl() && h.LastOffset() < maxOffset {
+		if start += int64(h.Size()); start >= size {
+			return Slice{}, false, nil // only emptied batches left here: the next segment
+		}
+		if h, err = s.readHeader(start, buf); err != nil {
+			return Slice{}, true, err
+		}
 	}
 	if h.LastOffset() >= maxOffset {
 		return Slice{}, true, nil
