@@ -154,6 +154,7 @@ type cleaning struct {
 	segs   []cleanSeg // the sealed segments below the first uncleanable offset
 	res    CleanResult
 	rd     batchReader
+	recs   []batch.Record // the records of the batch being mapped or filtered, reused
 	kept   []batch.Record
 	deltas []int64
 }
@@ -265,7 +266,8 @@ func (c *cleaning) buildOffsetMap(firstDirty, upper int64) error {
 					m.setLatest(h.LastOffset())
 					continue
 				}
-				recs, err := batch.Records(b)
+				recs, err := batch.AppendRecords(c.recs[:0], b)
+				c.recs = recs[:0]
 				if err != nil {
 					return fmt.Errorf("%w: %s: batch at offset %d: %w", ErrCorruptLog, cs.s.logPath(), h.BaseOffset, err)
 				}
@@ -393,7 +395,8 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 		c.res.RecordsRetained++
 		return b, nil
 	}
-	recs, err := batch.Records(b)
+	recs, err := batch.AppendRecords(c.recs[:0], b)
+	c.recs = recs[:0]
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorruptLog, err)
 	}
