@@ -174,25 +174,4 @@ func createTopic(t *testing.T, addr, topic string) {
 }
 
 // logBytes is the size of the .log files of a partition directory (not .deleted ones).
-func logBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".log") {
-			continue
-		}
-		fi, err := e.Info()
-		if os.IsNotExist(err) {
-			continue // swapped out meanwhile
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += fi.Size()
-	}
-	return n
-}
+func logBytes(t *testing.T, dir string) int64 { return partitionLogBytes(t, dir) }
