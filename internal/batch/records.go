@@ -1,6 +1,9 @@
 package batch
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // A v2 record, as laid out inside a batch's (decompressed) records section. Every integer
 // except attributes is a zig-zag varint; lengths of -1 mean null:
@@ -45,40 +48,53 @@ type RecordHeader struct {
 // recordCount well-formed records fill the records section. Key and Value alias b for
 // uncompressed batches.
 func Records(b []byte) ([]Record, error) {
+	recs, err := AppendRecords(nil, b)
+	if recs == nil && err == nil {
+		recs = []Record{} // an empty batch has an empty, non-nil slice of records
+	}
+	return recs, err
+}
+
+// AppendRecords is Records appending the records to dst, so that a caller decoding many
+// batches (the log cleaner) reuses one array: AppendRecords(recs[:0], b). The records
+// appended alias b as Records' do; on an error dst is returned unchanged in length.
+func AppendRecords(dst []Record, b []byte) ([]Record, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
 	if h.Size() != len(b) {
-		return nil, fmt.Errorf("%w: batch length %d declares %d bytes, have %d", ErrCorrupt, h.BatchLength, h.Size(), len(b))
+		return dst, fmt.Errorf("%w: batch length %d declares %d bytes, have %d", ErrCorrupt, h.BatchLength, h.Size(), len(b))
 	}
 	raw := b[HeaderSize:]
 	if c := h.Codec(); c != CodecNone {
 		if raw, err = Decompress(c, raw); err != nil {
-			return nil, err
+			return dst, err
 		}
 	}
-	return decodeRecords(raw, h.RecordCount)
+	return decodeRecords(dst, raw, h.RecordCount)
 }
 
-// decodeRecords decodes exactly count records that fill raw. It allocates in proportion to
-// len(raw), never to count.
-func decodeRecords(raw []byte, count int32) ([]Record, error) {
+// decodeRecords appends exactly count records that fill raw to dst. It allocates in
+// proportion to len(raw), never to count.
+func decodeRecords(dst []Record, raw []byte, count int32) ([]Record, error) {
 	if count < 0 || int64(count) > int64(len(raw)/minRecordSize) {
-		return nil, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrInvalidRecord, count, len(raw))
+		return dst, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrInvalidRecord, count, len(raw))
 	}
-	recs := make([]Record, count)
+	n0 := len(dst)
+	dst = slices.Grow(dst, int(count))[:n0+int(count)]
+	recs := dst[n0:]
 	i := 0
 	for n := range recs {
 		var err error
 		if i, _, err = readRecord(raw, i, &recs[n]); err != nil {
-			return nil, fmt.Errorf("record %d: %w", n, err)
+			return dst[:n0], fmt.Errorf("record %d: %w", n, err)
 		}
 	}
 	if i != len(raw) {
-		return nil, fmt.Errorf("%w: %d bytes left after %d records", ErrInvalidRecord, len(raw)-i, count)
+		return dst[:n0], fmt.Errorf("%w: %d bytes left after %d records", ErrInvalidRecord, len(raw)-i, count)
 	}
-	return recs, nil
+	return dst, nil
 }
 
 // readRecord parses the record at b[i:] and returns the index just past it and its offset

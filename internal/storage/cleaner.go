@@ -51,8 +51,10 @@ import (
 //     segment while their sizes add up to at most segment.bytes, their offset and time
 //     index entries each to at most segment.index.bytes, and their offsets stay within an
 //     int32 of the first base offset. The new segment has the group's first base offset.
-//  7. The swap, one group at a time (as Kafka's replaceSegments), described with the files
-//     below. A group whose segments changed meanwhile (retention, truncation, Close) is
+//  7. The swap, one group at a time and in order (as Kafka's replaceSegments), described
+//     with the files below. A group's finishing and swap (fsyncs, renames) run on a goroutine
+//     of their own while the next group is rewritten; at most one is in flight, and the next
+//     swap starts only once it is done (cleanGroups). A group whose segments changed meanwhile (retention, truncation, Close) is
 //     given up: ErrCleaningAborted, its files removed, and the segments swapped before it
 //     stay.
 //
@@ -82,7 +84,8 @@ import (
 // Locking. cleanMu serializes Clean on a log (lock order: cleanMu, then flushMu, writeMu,
 // mu). The window is read holding mu.RLock, with a reference taken on each segment so that
 // its files stay open whatever happens to it; the map and the new files are built holding no
-// lock (appends, reads and flushes go on); each swap holds writeMu, and mu (write) to change
+// lock (appends, reads and flushes go on; the swap goroutine touches only its own group's
+// files and the Log, never the cleaning's reader or counters); each swap holds writeMu, and mu (write) to change
 // the segment list. Readers holding a Slice of a replaced segment read on from its .deleted
 // file (segment.keepForReaders).
 
@@ -154,6 +157,7 @@ type cleaning struct {
 	segs   []cleanSeg // the sealed segments below the first uncleanable offset
 	res    CleanResult
 	rd     batchReader
+	recs   []batch.Record // the records of the batch being mapped or filtered, reused
 	kept   []batch.Record
 	deltas []int64
 }
@@ -194,10 +198,8 @@ func (l *Log) Clean(m *OffsetMap, opt CleanOptions) (CleanResult, error) {
 	if len(todo) == 0 {
 		return c.res, nil
 	}
-	for _, g := range groupSegments(todo, c.cfg.SegmentBytes, int64(c.cfg.SegmentIndexBytes), upper) {
-		if err := c.cleanGroup(g); err != nil {
-			return c.res, err
-		}
+	if err := c.cleanGroups(groupSegments(todo, c.cfg.SegmentBytes, int64(c.cfg.SegmentIndexBytes), upper)); err != nil {
+		return c.res, err
 	}
 	c.res.EndOffset = end
 	return c.res, nil
@@ -265,7 +267,8 @@ func (c *cleaning) buildOffsetMap(firstDirty, upper int64) error {
 					m.setLatest(h.LastOffset())
 					continue
 				}
-				recs, err := batch.Records(b)
+				recs, err := batch.AppendRecords(c.recs[:0], b)
+				c.recs = recs[:0]
 				if err != nil {
 					return fmt.Errorf("%w: %s: batch at offset %d: %w", ErrCorruptLog, cs.s.logPath(), h.BaseOffset, err)
 				}
@@ -318,8 +321,68 @@ func groupSegments(segs []cleanSeg, maxSize, maxIndexSize, upper int64) [][]clea
 	return groups
 }
 
+// cleanGroups cleans each group into one new segment and swaps it in, in order. While a
+// group's new segment is finished and swapped in (file creations, fsyncs, renames: mostly
+// waiting for the disk), the next group is rewritten on the calling goroutine; at most one
+// swap is in flight, and a group is swapped in only after the one before it. So the log goes
+// through the same states as with one group after another: on an error the groups swapped
+// before stay swapped, the group being written is discarded, and every error met is
+// returned.
+func (c *cleaning) cleanGroups(groups [][]cleanSeg) error {
+	type swapped struct {
+		w   *cleanedSegment
+		n   int // segments replaced
+		err error
+	}
+	var inflight chan swapped
+	wait := func() error {
+		if inflight == nil {
+			return nil
+		}
+		r := <-inflight
+		inflight = nil
+		if r.err == nil && r.w != nil {
+			c.res.SegmentsCleaned += r.n
+			c.res.SegmentsWritten++
+			c.res.BytesWritten += r.w.size
+		}
+		return r.err
+	}
+	for _, g := range groups {
+		w, err := c.writeGroup(g)
+		if serr := wait(); serr != nil || err != nil {
+			if err == nil && w != nil {
+				err = w.remove()
+			}
+			return errors.Join(serr, err)
+		}
+		if w == nil {
+			continue
+		}
+		inflight = make(chan swapped, 1)
+		go func(ch chan<- swapped) { ch <- swapped{w, len(g), c.swapGroup(w, g)} }(inflight)
+	}
+	return wait()
+}
+
 // cleanGroup cleans the segments of g into one new segment and swaps it in.
 func (c *cleaning) cleanGroup(g []cleanSeg) error {
+	w, err := c.writeGroup(g)
+	if err != nil || w == nil {
+		return err
+	}
+	if err := c.swapGroup(w, g); err != nil {
+		return err
+	}
+	c.res.SegmentsCleaned += len(g)
+	c.res.SegmentsWritten++
+	c.res.BytesWritten += w.size
+	return nil
+}
+
+// writeGroup writes the new segment of g's batches, filtered, to its .cleaned file; nil when
+// g holds nothing to rewrite. On an error its files are removed.
+func (c *cleaning) writeGroup(g []cleanSeg) (*cleanedSegment, error) {
 	lastNonEmpty := -1
 	for i, cs := range g {
 		if cs.size > 0 {
@@ -327,25 +390,26 @@ func (c *cleaning) cleanGroup(g []cleanSeg) error {
 		}
 	}
 	if lastNonEmpty < 0 {
-		return nil // nothing to rewrite
+		return nil, nil // nothing to rewrite
 	}
 	w, err := createCleaned(c.l.fs, c.l.dir, g[0].base, c.cfg, c.opt.IOBufferSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.rewrite(g, lastNonEmpty, w); err != nil {
-		return errors.Join(err, w.remove())
+		return nil, errors.Join(err, w.remove())
 	}
+	return w, nil
+}
+
+// swapGroup finishes w (the rest of its writes, its indexes, the fsyncs) and swaps it in for
+// the segments of g. It touches neither c.res nor the reader, so that it may run while the
+// next group is written.
+func (c *cleaning) swapGroup(w *cleanedSegment, g []cleanSeg) error {
 	if err := w.finish(); err != nil {
 		return errors.Join(err, w.remove())
 	}
-	if err := c.l.swapCleaned(w, g); err != nil {
-		return err
-	}
-	c.res.SegmentsCleaned += len(g)
-	c.res.SegmentsWritten++
-	c.res.BytesWritten += w.size
-	return nil
+	return c.l.swapCleaned(w, g)
 }
 
 // rewrite writes the batches of g, filtered, to w.
@@ -393,7 +457,8 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 		c.res.RecordsRetained++
 		return b, nil
 	}
-	recs, err := batch.Records(b)
+	recs, err := batch.AppendRecords(c.recs[:0], b)
+	c.recs = recs[:0]
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorruptLog, err)
 	}

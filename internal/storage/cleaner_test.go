@@ -841,3 +841,73 @@ func TestCleanSegmentLargerThanIOBuffer(t *testing.T) {
 	got, _ := readRecords(t, l)
 	sameRecords(t, "after cleaning with a small write buffer", got, survivors(before, upper, false))
 }
+
+// TestCleanLaterGroupFails fails the second group of a pass at each of its steps (its file
+// created, fsynced, swapped in) while the first group's swap may still be running: the pass
+// returns the error, the first group stays swapped in, the later ones stay as they were, no
+// .cleaned or .swap file is left, and the next pass cleans the rest.
+func TestCleanLaterGroupFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   FaultOp
+	}{
+		{"created", FaultOpen},
+		{"fsynced", FaultSync},
+		{"swapped in", FaultRename},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, ffs := faultEnv(t)
+			l := e.open(true, 0, 0)
+			defer l.Close()
+			fillKeys(t, l, e.clock, 600, 10)
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := readRecords(t, l)
+			after := survivors(before, activeBase(l), false)
+			l.mu.RLock()
+			if len(l.mu.segments) < 4 {
+				l.mu.RUnlock()
+				t.Fatalf("%d segments: want at least 3 sealed ones, one group each", len(l.mu.segments))
+			}
+			second := l.mu.segments[1].baseOffset
+			l.mu.RUnlock()
+			var want []stored
+			for _, r := range after {
+				if r.off < second {
+					want = append(want, r)
+				}
+			}
+			for _, r := range before {
+				if r.off >= second {
+					want = append(want, r)
+				}
+			}
+
+			ffs.Inject(Fault{Op: tc.op, Pattern: segmentName(second) + logSuffix + cleanedSuffix})
+			res, err := l.Clean(newMap(t, 100), cleanOpts(e, 0))
+			if !errors.Is(err, ErrInjected) {
+				t.Fatalf("clean: %v", err)
+			}
+			if l.Offline() {
+				t.Fatalf("offline after %v", err)
+			}
+			if res.SegmentsCleaned != 1 || res.SegmentsWritten != 1 {
+				t.Fatalf("%d segments cleaned into %d: want the first group only", res.SegmentsCleaned, res.SegmentsWritten)
+			}
+			got, _ := readRecords(t, l)
+			sameRecords(t, "after the failed pass", got, want)
+			for _, n := range mustReadDir(t, e.dir) {
+				if strings.HasSuffix(n, cleanedSuffix) || strings.HasSuffix(n, swapSuffix) {
+					t.Fatalf("leftover %s", n)
+				}
+			}
+			ffs.Clear()
+			if _, err := l.Clean(newMap(t, 100), cleanOpts(e, 0)); err != nil {
+				t.Fatal(err)
+			}
+			got, _ = readRecords(t, l)
+			sameRecords(t, "after the next pass", got, after)
+		})
+	}
+}

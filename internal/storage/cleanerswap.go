@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/gregor-project/gregor/internal/batch"
 )
@@ -133,37 +134,40 @@ func (w *cleanedSegment) addTimeEntry(ts, offset int64, respectFull bool) {
 }
 
 // finish writes the rest of the .log and the two index files (with the final time index
-// entry, as sealing adds it) and fsyncs all three.
+// entry, as sealing adds it) and fsyncs all three. The three fsyncs run at once: each is a
+// journal commit of its own when they follow one another, while concurrent ones share one.
 func (w *cleanedSegment) finish() error {
 	w.addTimeEntry(w.maxTimestamp, w.offsetOfMaxTimestamp, false)
-	if err := w.flushBuf(); err != nil {
-		return err
-	}
-	if err := w.f.Sync(); err != nil {
-		return err
-	}
-	err := w.f.Close()
+	err := w.flushBuf()
+	files := []File{w.f}
 	w.f = nil
-	if err != nil {
-		return err
-	}
 	for _, x := range []struct {
 		suffix string
 		data   []byte
 	}{{indexSuffix, w.ix}, {timeIndexSuffix, w.tx}} {
-		f, err := w.fs.OpenFile(w.path(x.suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
-			return err
+			break
 		}
+		var f File
+		if f, err = w.fs.OpenFile(w.path(x.suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			break
+		}
+		files = append(files, f)
 		_, err = f.WriteAt(x.data, 0)
-		if err == nil {
-			err = f.Sync()
-		}
-		if err = errors.Join(err, f.Close()); err != nil {
-			return err
-		}
 	}
-	return nil
+	if err == nil {
+		errs := make([]error, len(files))
+		var wg sync.WaitGroup
+		for i, f := range files {
+			wg.Go(func() { errs[i] = f.Sync() })
+		}
+		wg.Wait()
+		err = errors.Join(errs...)
+	}
+	for _, f := range files {
+		err = errors.Join(err, f.Close())
+	}
+	return err
 }
 
 // remove deletes the .cleaned (and .swap) files of a segment not swapped in.

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 )
 
 // OffsetMap is the log cleaner's key → last offset map (Kafka's SkimpyOffsetMap), in memory
@@ -16,7 +17,7 @@ import (
 // of 10^10 distinct keys), which would drop the older key's last value: Kafka accepts the
 // same odds with MD5.
 //
-// Slots are found by open addressing with linear probing from the first hash; the map is full
+// Slots are found by open addressing with linear probing from the first hash (scaled to the slot count); the map is full
 // once loadFactor of the slots are used (log.cleaner.io.buffer.load.factor, 0.9), which keeps
 // probe sequences short. Not safe for concurrent use: one cleaner owns it.
 type OffsetMap struct {
@@ -77,7 +78,8 @@ func (m *OffsetMap) hash(key []byte) (uint64, uint64) {
 // find returns the slot of key's hash, or the empty slot where it would go.
 func (m *OffsetMap) find(h1, h2 uint64) *offsetSlot {
 	n := uint64(len(m.slots))
-	for i := h1 % n; ; i++ {
+	i, _ := bits.Mul64(h1, n) // h1 scaled to [0, n): no division on every lookup
+	for ; ; i++ {
 		if i == n {
 			i = 0
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -198,10 +199,27 @@ func TestCompactedTopicKeepsLastValuePerKey(t *testing.T) {
 	}
 }
 
+// partitionLogBytes is the size of the .log files in dir. A file the cleaner renames away
+// between the listing and its stat (a swap: <base>.log becomes .log.deleted, then the new
+// segment takes the name) makes it list again, so a swap never counts as a missing segment.
 func partitionLogBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := logBytesOnce(dir)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+}
+
+func logBytesOnce(dir string) (int64, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	var n int64
 	for _, e := range ents {
@@ -211,12 +229,12 @@ func partitionLogBytes(t *testing.T, dir string) int64 {
 				continue // swapped out by the cleaner since the listing
 			}
 			if err != nil {
-				t.Fatal(err)
+				return 0, err
 			}
 			n += fi.Size()
 		}
 	}
-	return n
+	return n, nil
 }
 
 // TestConsumerOffsetsStaysBounded commits the offsets of one group's 4 partitions 3,000
