@@ -377,3 +377,28 @@ func segmentFiles(dir string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// A throttled cleaner (log.cleaner.io.max.bytes.per.second) still finishes: it only paces
+// its reads and writes.
+func TestThrottledCleanerFinishes(t *testing.T) {
+	b := testutil.StartBroker(t, append([]string{"log.cleaner.io.max.bytes.per.second=20000"}, cleanerSets...)...)
+	const topic = "paced"
+	createCompacted(t, b.Addr(), topic, map[string]string{
+		"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01",
+	})
+	cl := client(t, b.Addr())
+	var recs []*kgo.Record
+	for v := range 100 {
+		for k := range 5 {
+			recs = append(recs, record(topic, fmt.Sprintf("key-%d", k), fmt.Sprintf("value-%d-%d", k, v)))
+		}
+	}
+	for i := range 100 {
+		recs = append(recs, record(topic, fmt.Sprintf("filler-%03d", i), "f"))
+	}
+	produce(t, cl, recs)
+	waitFor(t, 60*time.Second, "the throttled cleaner's pass", func() (bool, string) {
+		got := readAll(t, b.Addr(), topic, 0)
+		return len(got) <= 105+10, fmt.Sprintf("%d of %d records left", len(got), len(recs))
+	})
+}
