@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Logs sharing a FileCache never hold more segment files open than its budget, however many
@@ -194,4 +196,30 @@ func TestBudgetFor(t *testing.T) {
 			t.Errorf("budgetFor(%d) = %d, want %d", c.limit, got, c.want)
 		}
 	}
+}
+
+// An index that cannot open its file for want of a descriptor (it grows past what it holds in
+// memory and maps its file) leaves the entry out: the append succeeds, the log stays online,
+// and every batch reads back.
+func TestIndexEntryLeftOutWithoutDescriptor(t *testing.T) {
+	e, ffs := faultEnv(t)
+	e.cfg.SegmentBytes = 1 << 20
+	l := e.open(true, 0, 0)
+	defer l.Close()
+	ffs.Inject(Fault{Op: FaultOpen, Pattern: "*.index", Times: -1, Err: unix.EMFILE})
+	const n = 700 // past a page of index entries (512): the index must open its file
+	for i := range n {
+		if _, err := l.Append(simpleBatch(t, 1, int64(1000+i), 300), AppendOptions{AssignOffsets: true}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if l.Offline() {
+		t.Fatal("a missing descriptor took the log offline")
+	}
+	for off := int64(0); off < n; off += 37 {
+		if hs := mustRead(t, l, off, 1, 1<<62, true); len(hs) != 1 || hs[0].BaseOffset != off {
+			t.Fatalf("read(%d) = %+v", off, hs)
+		}
+	}
+	ffs.Clear()
 }

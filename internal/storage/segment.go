@@ -295,13 +295,21 @@ func (s *segment) indexBatch(h *batch.Header, pos int64, interval int32) error {
 		s.maxTimestamp, s.offsetOfMaxTimestamp = h.MaxTimestamp, h.LastOffset()
 	}
 	if s.bytesSinceIndexEntry > int64(interval) && !s.index.isFull() && s.index.canAppend(h.LastOffset(), pos) {
-		if err := s.index.append(h.LastOffset(), pos); err != nil {
+		// Index entries are sparse: one the process has no descriptor for (an index
+		// growing past its mapping opens its file) is left out, the next batch tries again,
+		// and the log stays online; a lookup only scans a little further.
+		err := s.index.append(h.LastOffset(), pos)
+		if err == nil {
+			err = s.timeIndex.maybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp, true)
+		}
+		switch {
+		case err == nil:
+			s.bytesSinceIndexEntry = 0
+		case outOfFiles(err):
+			s.logger.Warn("index entry left out: no file descriptor", "segment", s.logPath(), "err", err)
+		default:
 			return err
 		}
-		if err := s.timeIndex.maybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp, true); err != nil {
-			return err
-		}
-		s.bytesSinceIndexEntry = 0
 	}
 	s.bytesSinceIndexEntry += int64(h.Size())
 	s.nextOffset = h.LastOffset() + 1
