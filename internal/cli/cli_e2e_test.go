@@ -266,6 +266,17 @@ func E2E(t *testing.T, broker string) {
 			v := fmt.Sprintf("acks=%s codec=%s", acks, c)
 			run(v+"\n"+v+" second\n", "produce", topic, "--partition", strconv.Itoa(target), "--acks", acks, "--compression", c)
 			want = append(want, v, v+" second")
+			if acks == "0" {
+				// An acks=0 produce ends once sent, before the broker appends: wait for the
+				// records, or the next produce (another connection) may be appended first.
+				deadline := time.Now().Add(20 * time.Second)
+				for describe().Partitions[target].LogEndOffset < start+int64(len(want)) {
+					if time.Now().After(deadline) {
+						t.Fatalf("acks=0 records of %q not appended within 20 s", v)
+					}
+					time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+				}
+			}
 		}
 	}
 	out = run("", "consume", topic, "--partition", strconv.Itoa(target), "--offset", strconv.FormatInt(start, 10),
