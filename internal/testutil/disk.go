@@ -20,18 +20,25 @@ func MountTmpfs(t testing.TB, n *Node, sizeMiB int) {
 	if n.Running() {
 		t.Fatalf("MountTmpfs: node %d is running", n.ID)
 	}
-	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+	MountTmpfsAt(t, n.Dir, sizeMiB)
+	t.Cleanup(n.Kill) // runs before the unmount registered first
+}
+
+// MountTmpfsAt mounts a tmpfs of sizeMiB at dir (made if missing) and unmounts it when the
+// test ends, after the cleanups registered later (the processes using it). It fails the test
+// with the reason when it cannot mount: that needs root and mount(8).
+func MountTmpfsAt(t testing.TB, dir string, sizeMiB int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", sizeMiB), "tmpfs", n.Dir).CombinedOutput()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", sizeMiB), "tmpfs", dir).CombinedOutput()
 	if err != nil {
-		t.Fatalf("node %d's log dir on a tmpfs of its own (needs root and mount(8)): mount -t tmpfs -o size=%dm tmpfs %s: %v: %s",
-			n.ID, sizeMiB, n.Dir, err, out)
+		t.Fatalf("a tmpfs of its own (needs root and mount(8)): mount -t tmpfs -o size=%dm tmpfs %s: %v: %s", sizeMiB, dir, err, out)
 	}
 	t.Cleanup(func() {
-		n.Kill()
-		if out, err := exec.Command("umount", n.Dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", n.Dir, err, out)
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
 }

@@ -30,29 +30,10 @@ import (
 const (
 	topic      = "full"
 	partitions = 3
-	diskSize   = "16m"
+	diskSize   = 16      // MiB
 	fillerSize = 2 << 20 // bytes of each filler file: what freeing one gives back
 	valueSize  = 200
 )
-
-// mountTmpfs mounts a tmpfs of size at a new directory and unmounts it when the test ends
-// (after the broker processes, whose cleanups run first).
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("this test needs to mount a small tmpfs (run it as root, or with CAP_SYS_ADMIN): mount: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v\n%s", dir, err, out)
-		}
-	})
-	return dir
-}
 
 // writeFiller writes a file of n real (non-sparse) bytes.
 func writeFiller(t *testing.T, path string, n int) {
@@ -240,7 +221,8 @@ func (pr *producer) verify(t *testing.T, ctx context.Context, addr string) {
 // sparse and memory-mapped, and on a tmpfs touching a page of a hole allocates it (SIGBUS at
 // every start once the disk was full).
 func TestFullDiskRestartKeepsAcknowledgedRecords(t *testing.T) {
-	disk := mountTmpfs(t, diskSize)
+	disk := filepath.Join(t.TempDir(), "disk")
+	testutil.MountTmpfsAt(t, disk, diskSize)
 	fillers := []string{filepath.Join(disk, "filler-1"), filepath.Join(disk, "filler-2")}
 	for _, f := range fillers {
 		writeFiller(t, f, fillerSize)
