@@ -27,6 +27,7 @@ const (
 	SectionScenario = "scenario" // Client × Steps
 	SectionInterop  = "interop"  // Client (reader) × "read:<writer>"
 	SectionOld      = "old"      // old-protocol client × OldSteps
+	SectionTxn      = "txn"      // Client × TxnSteps
 )
 
 // Step is one column of a table.
@@ -55,6 +56,16 @@ var OldSteps = []Step{
 	{"read-new", "reads current clients", "records written by a current client (v2 batches), down-converted"},
 	{"group", "group", "the scenario's group step with the client's old group protocol versions"},
 	{"zstd-topic", "zstd topic", "reading a topic whose compression.type is zstd: UNSUPPORTED_COMPRESSION_TYPE below Fetch v10, as from Kafka"},
+}
+
+// TxnSteps are the transactional scenario (issue 10) of every client with a transactional API.
+var TxnSteps = []Step{
+	{"commit", "commit", "a transaction of 12 records over 3 partitions, committed: a read_committed reader sees them all"},
+	{"abort", "abort", "a transaction of 12 records, aborted, then another committed: a read_committed reader sees only the committed ones"},
+	{"read-committed", "read_committed", "the client reads with isolation read_committed: exactly the committed records, in order per partition"},
+	{"read-uncommitted", "read_uncommitted", "the client reads with isolation read_uncommitted: the committed and the aborted records in order, no control record handed to the application"},
+	{"transform", "consume-transform-produce", "a group consumer copies 30 records to another topic in transactions that also commit its offsets: the copy holds each record once, the group's offsets stand at the input's end"},
+	{"fencing", "fencing", "a second producer with the same transactional.id fences the first: the first's next write and its commit fail with the error the client reports against Kafka, and its open transaction is aborted"},
 }
 
 // Outcome is the result of one (client, step).
@@ -238,6 +249,14 @@ func (r *Report) Markdown(w io.Writer) error {
 		b.WriteString("versions (Gregor up-converts to v2 batches on write) and fetch with old Fetch versions\n")
 		b.WriteString("(Gregor down-converts on read), sharing topics with current clients.\n\n")
 		table(SectionOld, OldSteps)
+	}
+
+	if len(rows(SectionTxn)) > 0 {
+		b.WriteString("## Transactions\n\n")
+		b.WriteString("Every client with a transactional API produces in transactions, commits and aborts, reads with\n")
+		b.WriteString("both isolation levels, runs a consume-transform-produce step and is fenced by a second producer\n")
+		b.WriteString("with its transactional.id.\n\n")
+		table(SectionTxn, TxnSteps)
 	}
 
 	if len(r.APIs) > 0 {

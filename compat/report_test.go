@@ -22,6 +22,8 @@ func TestMarkdown(t *testing.T) {
 			{SectionInterop, "b", "read:a", Fail, "not yet passing: x"},
 			{SectionOld, "b (old)", "produce", Pass, ""},
 			{SectionOld, "b (older)", "produce", Pass, ""},
+			{SectionTxn, "a", "commit", Pass, ""},
+			{SectionTxn, "a", "fencing", NA, "no admin"},
 		},
 		APIs: []API{{Key: 3, Name: "Metadata", Min: 0, Max: 12}, {Key: 0, Name: "Produce", Min: 0, Max: 12}},
 	}
@@ -47,6 +49,8 @@ func TestMarkdown(t *testing.T) {
 		"| b | ❌ <sup>3</sup> | |",
 		"| b (older) | ✅ |" + strings.Repeat(" |", len(OldSteps)-1) + "\n| b (old) | ✅ |",
 		"| a | C | 1.0 |\n| b | Go | v2 |\n\n",
+		"## Transactions\n",
+		"| a | ✅ |" + strings.Repeat(" |", len(TxnSteps)-2) + " — <sup>1</sup> |\n",
 		"| 0 | Produce | 0–12 |\n| 3 | Metadata | 0–12 |",
 		"1. no admin\n2. not yet passing: boom \\| pipe\n3. not yet passing: x\n",
 	} {
