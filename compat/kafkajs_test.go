@@ -24,5 +24,11 @@ func kafkajs() *scriptClient {
 			"out-of-range": {Desc: "fromBeginning: resets to the log start", Reset: true},
 			"too-large":    {Desc: "KafkaJSProtocolError MESSAGE_TOO_LARGE", Match: scriptErr("KafkaJSProtocolError", "MESSAGE_TOO_LARGE")},
 		},
+		// kafkajs 2.2.4 asks for request versions from before PRODUCER_FENCED (error 90): Kafka
+		// answers a fenced producer INVALID_PRODUCER_EPOCH there.
+		fenced: [2]Expectation{
+			{Desc: "KafkaJSProtocolError INVALID_PRODUCER_EPOCH", Match: scriptErrAny("", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED")},
+			{Desc: "KafkaJSProtocolError INVALID_PRODUCER_EPOCH", Match: scriptErrAny("", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED")},
+		},
 	}
 }

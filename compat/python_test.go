@@ -61,5 +61,11 @@ func confluentPython() *scriptClient {
 			"out-of-range": {Desc: "auto.offset.reset=earliest: resets to the log start", Reset: true},
 			"too-large":    {Desc: "delivery report KafkaError MSG_SIZE_TOO_LARGE", Match: scriptErr("KafkaError", "MSG_SIZE_TOO_LARGE")},
 		},
+		fenced: [2]Expectation{
+			{Desc: "delivery report KafkaError _FENCED (or PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)",
+				Match: scriptErrAny("KafkaError", "_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")},
+			{Desc: "commit_transaction: KafkaException, fatal KafkaError _FENCED (or PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)",
+				Match: scriptErrAny("KafkaError", "_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")},
+		},
 	}
 }

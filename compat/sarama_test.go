@@ -23,6 +23,9 @@ func TestSarama(t *testing.T) {
 type saramaClient struct {
 	version sarama.KafkaVersion // zero: sarama's default
 	name    string
+	// readCommitted consumes with isolation level read_committed (sarama's default is
+	// read_uncommitted).
+	readCommitted bool
 }
 
 func (c saramaClient) Info() compat.ClientInfo {
@@ -54,6 +57,9 @@ func (c saramaClient) config() *sarama.Config {
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Consumer.Return.Errors = true
+	if c.readCommitted {
+		cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	}
 	return cfg
 }
 

@@ -26,6 +26,8 @@ type scriptClient struct {
 	extra  map[string]any // sent with every request (e.g. api_version)
 	expect map[string]Expectation
 	noOps  map[string]string // op -> why the client has no such feature
+	// fenced is what the client reports for a fenced producer's write and commit (TxnClient).
+	fenced [2]Expectation
 }
 
 // scriptRequest is what a script reads.
@@ -44,6 +46,11 @@ type scriptRequest struct {
 	Config    string         `json:"config,omitempty"`
 	Timeout   float64        `json:"timeout,omitempty"` // seconds the script may wait for records
 	Extra     map[string]any `json:"extra,omitempty"`
+	// The transactional ops (see TxnClient).
+	TransactionalID string `json:"transactional_id,omitempty"`
+	Commit          bool   `json:"commit,omitempty"`
+	ReadCommitted   bool   `json:"read_committed,omitempty"`
+	Output          string `json:"output,omitempty"` // transform: the topic written
 }
 
 // scriptResponse is what a script writes.
@@ -56,6 +63,11 @@ type scriptResponse struct {
 	} `json:"members"`
 	Version string       `json:"version"`
 	Error   *scriptError `json:"error"`
+	// fence: what the fenced producer's write and commit reported (null: they succeeded).
+	Fence *struct {
+		Write  *scriptError `json:"write"`
+		Commit *scriptError `json:"commit"`
+	} `json:"fence"`
 }
 
 // scriptError is an error the client reported: its type (class or name), Kafka error code
@@ -208,3 +220,39 @@ func scriptErr(typ, code string) func(error) bool {
 		return ok && strings.Contains(se.Type, typ) && strings.Contains(se.Code, code)
 	}
 }
+
+// --- the transactional ops (TxnClient) ---
+
+func (c *scriptClient) TxnProduce(ctx context.Context, addr, topic, txnID string, recs []Rec, commit bool) error {
+	_, err := c.call(ctx, "txn-produce", scriptRequest{Addr: addr, Topic: topic, Records: recs, TransactionalID: txnID, Commit: commit})
+	return err
+}
+
+func (c *scriptClient) TxnConsume(ctx context.Context, addr, topic string, n int, committed bool) ([]Rec, error) {
+	return c.records(ctx, "txn-consume", scriptRequest{Addr: addr, Topic: topic, N: n, ReadCommitted: committed})
+}
+
+func (c *scriptClient) Transform(ctx context.Context, addr, in, out, group, txnID string, n int) error {
+	_, err := c.call(ctx, "transform", scriptRequest{Addr: addr, Topic: in, Output: out, Group: group, TransactionalID: txnID, N: n})
+	return err
+}
+
+func (c *scriptClient) Fence(ctx context.Context, addr, topic, txnID string, first, second, third Rec) (FenceResult, error) {
+	var res FenceResult
+	resp, err := c.call(ctx, "fence", scriptRequest{Addr: addr, Topic: topic, TransactionalID: txnID, Records: []Rec{first, second, third}})
+	if err != nil {
+		return res, err
+	}
+	if resp.Fence == nil {
+		return res, fmt.Errorf("fence: no result")
+	}
+	if resp.Fence.Write != nil {
+		res.WriteErr = resp.Fence.Write
+	}
+	if resp.Fence.Commit != nil {
+		res.CommitErr = resp.Fence.Commit
+	}
+	return res, nil
+}
+
+func (c *scriptClient) ExpectFenced() (write, commit Expectation) { return c.fenced[0], c.fenced[1] }

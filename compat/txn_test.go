@@ -358,3 +358,27 @@ func (franzClient) ExpectFenced() (write, commit Expectation) {
 	return Expectation{Desc: "kerr.InvalidProducerEpoch or kerr.ProducerFenced", Match: fenced},
 		Expectation{Desc: "kerr.ProducerFenced or kerr.InvalidProducerEpoch", Match: fenced}
 }
+
+// --- the script clients ---
+
+func TestKafkajsTxn(t *testing.T) {
+	t.Parallel()
+	runTxnScenario(t, kafkajs())
+}
+
+func TestConfluentKafkaPythonTxn(t *testing.T) {
+	t.Parallel()
+	runTxnScenario(t, confluentPython())
+}
+
+// scriptErrAny matches a scriptError of type typ whose code is one of codes.
+func scriptErrAny(typ string, codes ...string) func(error) bool {
+	return func(err error) bool {
+		for _, c := range codes {
+			if scriptErr(typ, c)(err) {
+				return true
+			}
+		}
+		return false
+	}
+}

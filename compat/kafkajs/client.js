@@ -132,8 +132,8 @@ const groupId = () => `compat-kafkajs-${process.pid}-${Date.now()}-${groupSeq++}
 
 // read runs a consumer of its own group on req.topic until n records of the partitions
 // wanted (all when null); position(consumer) runs once the consumer is running.
-async function read (req, { fromBeginning, partition = null, position = async () => {} }) {
-  const consumer = kafka(req).consumer({ groupId: groupId(), maxWaitTimeInMs: 100 })
+async function read (req, { fromBeginning, partition = null, position = async () => {}, readUncommitted = false }) {
+  const consumer = kafka(req).consumer({ groupId: groupId(), maxWaitTimeInMs: 100, readUncommitted })
   await consumer.connect()
   const out = []
   let crash = null
@@ -224,6 +224,109 @@ ops.group = async (req) => {
     for (const c of consumers) await c.disconnect()
   }
   return { members: result }
+}
+
+// --- the transactional ops (TxnClient in compat/txn_test.go) ---
+
+const toMessage = (r) => {
+  const m = { key: unb64(r.key), value: unb64(r.value), partition: r.partition }
+  if (r.headers) m.headers = Object.fromEntries(r.headers.map((h) => [h.key, unb64(h.value)]))
+  return m
+}
+
+// txnProducer is kafkajs's transactional producer as its documentation sets it up.
+async function txnProducer (req) {
+  const producer = kafka(req, { retry: { retries: 3 } }).producer({
+    transactionalId: req.transactional_id, maxInFlightRequests: 1, idempotent: true,
+  })
+  await producer.connect()
+  return producer
+}
+
+ops['txn-produce'] = async (req) => {
+  const producer = await txnProducer(req)
+  try {
+    const txn = await producer.transaction()
+    try {
+      await txn.send({ topic: req.topic, messages: req.records.map(toMessage) })
+    } catch (e) {
+      await txn.abort()
+      throw e
+    }
+    if (req.commit) await txn.commit()
+    else await txn.abort()
+    return {}
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+ops['txn-consume'] = (req) => read(req, { fromBeginning: true, readUncommitted: !req.read_committed })
+
+// transform: each message is copied in a transaction of its own that also sends the
+// consumer's next offset (txn.sendOffsets), as kafkajs's documentation shows.
+ops.transform = async (req) => {
+  const producer = await txnProducer(req)
+  const consumer = kafka(req).consumer({ groupId: req.group, maxWaitTimeInMs: 100, readUncommitted: false })
+  let copied = 0
+  let failure = null
+  try {
+    await consumer.connect()
+    await consumer.subscribe({ topic: req.topic, fromBeginning: true })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        if (failure) return
+        try {
+          const txn = await producer.transaction()
+          await txn.send({ topic: req.output, messages: [toMessage(recOut(partition, message))] })
+          await txn.sendOffsets({
+            consumerGroupId: req.group,
+            topics: [{ topic: req.topic, partitions: [{ partition, offset: String(Number(message.offset) + 1) }] }],
+          })
+          await txn.commit()
+          copied++
+        } catch (e) {
+          failure = e
+        }
+      },
+    })
+    await until(`copy ${req.n} records`, () => copied >= req.n || failure)
+    if (failure) throw failure
+    return {}
+  } finally {
+    await consumer.disconnect()
+    await producer.disconnect()
+  }
+}
+
+async function errOf (fn) {
+  try {
+    await fn()
+    return null
+  } catch (e) {
+    process.stderr.write(`${e.stack || e}\n`)
+    return classify(e)
+  }
+}
+
+ops.fence = async (req) => {
+  const [first, second, third] = req.records
+  const a = await txnProducer(req)
+  const b = await txnProducer(req)
+  try {
+    const ta = await a.transaction()
+    await ta.send({ topic: req.topic, messages: [toMessage(first)] })
+    const tb = await b.transaction() // InitProducerId fences a
+    await tb.send({ topic: req.topic, messages: [toMessage(second)] })
+    await tb.commit()
+    const write = await errOf(() => ta.send({ topic: req.topic, messages: [toMessage(third)] }))
+    const commit = await errOf(() => ta.commit())
+    return { fence: { write, commit } }
+  } finally {
+    await a.disconnect()
+    await b.disconnect()
+  }
 }
 
 // classify gives the error's name, the Kafka error type it carries (possibly in a cause),

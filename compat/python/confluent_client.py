@@ -192,6 +192,120 @@ def op_group(req):
     return {"members": members}
 
 
+# --- the transactional ops (TxnClient in compat/txn_test.go) ---
+
+def txn_producer(req):
+    p = Producer(conf(req, **{"transactional.id": req["transactional_id"]}))
+    p.init_transactions(30)
+    return p
+
+
+def deliver(p, topic, records):
+    """Produces records and waits for their delivery reports; raises the first error."""
+    errors = []
+
+    def report(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    for r in records:
+        args = {"key": unb64(r["key"]), "value": unb64(r["value"]), "partition": r["partition"], "on_delivery": report}
+        if r.get("headers"):
+            args["headers"] = [(h["key"], unb64(h["value"])) for h in r["headers"]]
+        p.produce(topic, **args)
+    left = p.flush(30)
+    if errors:
+        raise KafkaException(errors[0])
+    if left:
+        raise TimeoutError("%d messages not delivered" % left)
+
+
+def op_txn_produce(req):
+    p = txn_producer(req)
+    p.begin_transaction()
+    try:
+        deliver(p, req["topic"], req["records"])
+    except Exception:
+        p.abort_transaction(30)
+        raise
+    if req.get("commit"):
+        p.commit_transaction(30)
+    else:
+        p.abort_transaction(30)
+    return {}
+
+
+def op_txn_consume(req):
+    iso = "read_committed" if req.get("read_committed") else "read_uncommitted"
+    c = Consumer(conf(req, **{"group.id": "compat-assign", "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False, "isolation.level": iso}))
+    try:
+        md = c.list_topics(req["topic"], timeout=30)
+        parts = sorted(md.topics[req["topic"]].partitions)
+        c.assign([TopicPartition(req["topic"], p, confluent_kafka.OFFSET_BEGINNING) for p in parts])
+        return {"records": poll_n(c, req["n"])}
+    finally:
+        c.close()
+
+
+def op_transform(req):
+    """poll, begin, produce the copies, send_offsets_to_transaction, commit."""
+    c = Consumer(conf(req, **{"group.id": req["group"], "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False, "isolation.level": "read_committed"}))
+    p = txn_producer(req)
+    try:
+        c.subscribe([req["topic"]])
+        copied = 0
+        for _ in deadline_loop():
+            if copied >= req["n"]:
+                return {}
+            msgs = c.consume(num_messages=10, timeout=0.2)
+            batch, nxt = [], {}
+            for m in msgs:
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(m.error())
+                r = from_message(m)
+                batch.append(r)
+                nxt[m.partition()] = m.offset() + 1
+            if not batch:
+                continue
+            p.begin_transaction()
+            deliver(p, req["output"], batch)
+            p.send_offsets_to_transaction([TopicPartition(req["topic"], part, o) for part, o in nxt.items()],
+                                          c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+            copied += len(batch)
+        raise TimeoutError("%d of %d records copied" % (copied, req["n"]))
+    finally:
+        c.close()
+
+
+def err_of(fn):
+    try:
+        fn()
+    except Exception as e:
+        typ, code, message = classify(e)
+        return {"type": typ, "code": code, "message": message}
+    return None
+
+
+def op_fence(req):
+    topic = req["topic"]
+    first, second, third = req["records"]
+    a = txn_producer(req)
+    a.begin_transaction()
+    deliver(a, topic, [first])
+    b = txn_producer(req)  # init_transactions fences a
+    b.begin_transaction()
+    deliver(b, topic, [second])
+    b.commit_transaction(30)
+    write = err_of(lambda: deliver(a, topic, [third]))
+    commit = err_of(lambda: a.commit_transaction(30))
+    return {"fence": {"write": write, "commit": commit}}
+
+
 def classify(e):
     if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
         err = e.args[0]
