@@ -174,6 +174,11 @@ func TestTxnSolePartitionLSOMarkersAndRestart(t *testing.T) {
 	if got := aborted(t, p); !reflect.DeepEqual(got, want) {
 		t.Fatalf("aborted transactions rebuilt %v, want %v", got, want)
 	}
+	// DeleteRecords past the open transaction's start: the LSO is never below the log start.
+	if _, _, err := p.DeleteRecords(7, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	wantLSO(t, "after DeleteRecords to 7", p, 7)
 }
 
 // buildBatchFor is an idempotent, non-transactional batch of producer pid.
