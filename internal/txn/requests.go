@@ -61,7 +61,9 @@ func InitProducerIDResponse(req *kmsg.InitProducerIDRequest, err *kerr.Error, pi
 // *kmsg.InitProducerIDResponse.
 func (s *Shard) InitProducerID(now int64, w Waiter, req *kmsg.InitProducerIDRequest, fresh int64) Ready {
 	s.begin(now)
-	answer := func(err *kerr.Error, pid int64, epoch int16) { s.reply(w, InitProducerIDResponse(req, err, pid, epoch)) }
+	answer := func(err *kerr.Error, pid int64, epoch int16) {
+		s.reply(w, InitProducerIDResponse(req, err, pid, epoch))
+	}
 	if err := ValidateInit(req, s.cfg.MaxTimeoutMs); err != nil {
 		answer(err, -1, -1)
 		return s.end()

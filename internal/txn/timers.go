@@ -6,10 +6,10 @@ import "container/heap"
 type timerKind uint8
 
 const (
-	timerAbortScan   timerKind = iota // the periodic check for timed-out transactions
-	timerExpiryScan                   // the periodic check for expired transactional ids
-	timerMarkers                      // a transaction's next attempt at its markers
-	timerComplete                     // a transaction's next attempt at its Complete* record
+	timerAbortScan  timerKind = iota // the periodic check for timed-out transactions
+	timerExpiryScan                  // the periodic check for expired transactional ids
+	timerMarkers                     // a transaction's next attempt at its markers
+	timerComplete                    // a transaction's next attempt at its Complete* record
 )
 
 type timerKey struct {
