@@ -349,4 +349,3 @@ func TestCoordinatorLeadership(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

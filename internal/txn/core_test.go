@@ -531,3 +531,23 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatalf("short value: %v", err)
 	}
 }
+
+// A transaction of transaction version 2 aborted by the coordinator (its timeout) gets the
+// fence's bump and the version-2 bump, so its producer's EndTxn v5 with its old epoch is not
+// taken for a retry of an end: it is fenced.
+func TestTimeoutFencesV2Producer(t *testing.T) {
+	h := newHarness(t)
+	pid, e := h.initOK("a")
+	h.add("a", pid, e, tp("t", 0))
+	r := h.end("a", pid, e, true, 5)
+	e = r.ProducerEpoch
+	h.answerMarkers(nil)
+	h.add("a", pid, e, tp("t", 0))
+	h.advance(11_000)
+	if h.state("a") != PrepareAbort || h.s.Txn("a").Epoch != e+2 {
+		t.Fatalf("after the timeout: %v epoch %d, want PrepareAbort at %d", h.state("a"), h.s.Txn("a").Epoch, e+2)
+	}
+	h.answerMarkers(nil)
+	wantCode(t, "zombie end v5", h.end("a", pid, e, true, 5).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, "zombie abort v5", h.end("a", pid, e, false, 5).ErrorCode, kerr.ProducerFenced)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Leadership: the coordinator of a transactional id is the leader of its __transaction_state
@@ -166,6 +167,14 @@ func failedReply(msg any, why *kerr.Error) any {
 	case *kerr.Error:
 		if m == kerr.NotCoordinator {
 			return why
+		}
+	case *kmsg.InitProducerIDResponse:
+		if m.ErrorCode == kerr.NotCoordinator.Code {
+			m.ErrorCode = why.Code
+		}
+	case *kmsg.EndTxnResponse:
+		if m.ErrorCode == kerr.NotCoordinator.Code {
+			m.ErrorCode = why.Code
 		}
 	}
 	return msg

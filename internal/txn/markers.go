@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -182,14 +181,4 @@ func (s *Shard) prepareEnd(t *Txn, target State, tv2 bool, nextPID int64, noPart
 		n.StartMs = s.now
 	}
 	return n
-}
-
-// sortedKeys returns a failure map's partitions in order (for messages and tests).
-func sortedKeys(m map[TopicPartition]error) []TopicPartition {
-	ps := make([]TopicPartition, 0, len(m))
-	for p := range m {
-		ps = append(ps, p)
-	}
-	slices.SortFunc(ps, comparePartitions)
-	return ps
 }
