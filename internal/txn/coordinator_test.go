@@ -349,3 +349,126 @@ func TestCoordinatorLeadership(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Every version kmsg has of the coordinator's requests is answered, in that version's shape
+// and error codes (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH before KIP-588's versions).
+func TestCoordinatorVersions(t *testing.T) {
+	nd := openNode(t, t.TempDir())
+	defer nd.close()
+	c := nd.coordinator(testConfig(), &recordingSender{}, false)
+	defer c.Close()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitLoaded(t, c, "v")
+	ctx := context.Background()
+	var pid int64
+	var epoch int16
+	for v := int16(0); v <= (&kmsg.InitProducerIDRequest{}).MaxVersion(); v++ {
+		r := c.InitProducerID(ctx, initReq("v", 60_000, v))
+		if r.ErrorCode != 0 || r.Version != v {
+			t.Fatalf("InitProducerId v%d: %+v", v, r)
+		}
+		pid, epoch = r.ProducerID, r.ProducerEpoch
+	}
+	for v := int16(0); v <= (&kmsg.AddPartitionsToTxnRequest{}).MaxVersion(); v++ {
+		req := addReq("v", pid, epoch, v, "t", int32(v))
+		if v >= 5 {
+			req.Transactions[0].VerifyOnly = false // a leader adding for a client of transaction version 2
+		}
+		r := c.AddPartitionsToTxn(ctx, req)
+		var got int16 = -1
+		if v <= 3 {
+			got = r.Topics[0].Partitions[0].ErrorCode
+		} else {
+			got = r.Transactions[0].Topics[0].Partitions[0].ErrorCode
+		}
+		want := int16(0)
+		if v == 4 { // verify only: t-4 was never added
+			want = kerr.InvalidTxnState.Code
+		}
+		if got != want {
+			t.Fatalf("AddPartitionsToTxn v%d: %v", v, kerr.ErrorForCode(got))
+		}
+		fenced := addReq("v", pid, epoch-1, v, "t", 0)
+		r = c.AddPartitionsToTxn(ctx, fenced)
+		wantFenced := kerr.ProducerFenced.Code
+		if v < 2 {
+			wantFenced = kerr.InvalidProducerEpoch.Code
+		}
+		if v <= 3 {
+			got = r.Topics[0].Partitions[0].ErrorCode
+		} else {
+			got = r.Transactions[0].Topics[0].Partitions[0].ErrorCode
+		}
+		if got != wantFenced {
+			t.Fatalf("fenced AddPartitionsToTxn v%d: %v", v, kerr.ErrorForCode(got))
+		}
+	}
+	for v := int16(0); v <= (&kmsg.AddOffsetsToTxnRequest{}).MaxVersion(); v++ {
+		r := c.AddOffsetsToTxn(ctx, &kmsg.AddOffsetsToTxnRequest{Version: v, TransactionalID: "v", ProducerID: pid, ProducerEpoch: epoch - 1, Group: "g"})
+		want := kerr.ProducerFenced.Code
+		if v < 2 {
+			want = kerr.InvalidProducerEpoch.Code
+		}
+		if r.ErrorCode != want || r.Version != v {
+			t.Fatalf("fenced AddOffsetsToTxn v%d: %v", v, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	for v := int16(0); v <= (&kmsg.EndTxnRequest{}).MaxVersion(); v++ {
+		req := endReq("v", pid, epoch-1, false)
+		req.Version = v
+		want := kerr.ProducerFenced.Code
+		if v < 2 {
+			want = kerr.InvalidProducerEpoch.Code
+		}
+		if r := c.EndTxn(ctx, req); r.ErrorCode != want || r.ProducerID != -1 {
+			t.Fatalf("fenced EndTxn v%d: %+v", v, r)
+		}
+	}
+	req := endReq("v", pid, epoch, true)
+	req.Version = 5
+	if r := c.EndTxn(ctx, req); r.ErrorCode != 0 || r.ProducerID != pid || r.ProducerEpoch != epoch+1 {
+		t.Fatalf("EndTxn v5: %+v", r)
+	}
+	for v := int16(0); v <= (&kmsg.ListTransactionsRequest{}).MaxVersion(); v++ {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.Version = v
+		req.TransactionalIDPattern = ptr("v|w")
+		if r := c.ListTransactions(req); r.ErrorCode != 0 || len(r.TransactionStates) != 1 || r.TransactionStates[0].ProducerID != pid {
+			t.Fatalf("ListTransactions v%d: %+v", v, r)
+		}
+	}
+	d := c.DescribeTransactions(&kmsg.DescribeTransactionsRequest{TransactionalIDs: []string{"v", "", "nope"}})
+	if len(d.TransactionStates) != 3 || d.TransactionStates[0].ErrorCode != 0 ||
+		d.TransactionStates[1].ErrorCode != kerr.InvalidRequest.Code || d.TransactionStates[2].ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("DescribeTransactions: %+v", d.TransactionStates)
+	}
+}
+
+// While a partition loads, its ids answer COORDINATOR_LOAD_IN_PROGRESS, and ListTransactions
+// too, as Kafka does.
+func TestCoordinatorLoading(t *testing.T) {
+	nd := openNode(t, t.TempDir())
+	defer nd.close()
+	c := nd.coordinator(testConfig(), &recordingSender{}, true)
+	defer c.Close()
+	c.mu.Lock()
+	c.mu.partitions = 1
+	c.mu.shards[0] = &shard{index: 0, part: nd.replicas.Get(TopicName, 0)} // elected, not yet loaded
+	c.mu.shards[0].ctx, c.mu.shards[0].cancel = context.WithCancel(context.Background())
+	c.mu.Unlock()
+	ctx := context.Background()
+	if r := c.InitProducerID(ctx, initReq("a", 1000, 4)); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("InitProducerId while loading: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := c.EndTxn(ctx, endReq("a", 1, 0, true)); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("EndTxn while loading: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := c.ListTransactions(kmsg.NewPtrListTransactionsRequest()); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("ListTransactions while loading: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if code := describe(c, "a").ErrorCode; code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("DescribeTransactions while loading: %v", kerr.ErrorForCode(code))
+	}
+}
