@@ -120,6 +120,7 @@ func (p *Partition) DeleteRecords(offset, nowMs, timeoutMs int64) (lw int64, wai
 				return -1, nil, err
 			}
 		}
+		p.publishLSOLocked() // an open transaction's start may now be below the log start
 		p.notify()
 	}
 	lso := p.log.LogStartOffset()
