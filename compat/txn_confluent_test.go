@@ -222,6 +222,9 @@ func ckFenced(err error) bool {
 }
 
 func (confluentClient) ExpectFenced() (write, commit Expectation) {
-	return Expectation{Desc: "delivery report kafka.Error ERR__FENCED (or PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)", Match: ckFenced},
-		Expectation{Desc: "CommitTransaction: a fatal kafka.Error ERR__FENCED (or PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)", Match: ckFenced}
+	return Expectation{Desc: "delivery report kafka.Error INVALID_PRODUCER_EPOCH (or PRODUCER_FENCED, ERR__FENCED)", Match: ckFenced},
+		Expectation{Desc: "CommitTransaction: a fatal kafka.Error ERR__FENCED", Match: func(err error) bool {
+			var ke kafka.Error
+			return errors.As(err, &ke) && ke.IsFatal() && ke.Code() == kafka.ErrFenced
+		}}
 }
