@@ -193,7 +193,7 @@ func quiesce(ctx context.Context, t *testing.T, c *testutil.Cluster, tag string)
 	cl := c.Client(t)
 	fence(ctx, t, cl)
 	c.WaitFor(t, 60*time.Second, func() bool { return stable(ctx, cl) }, "the output's LSO at its high watermark and no pending offset commit")
-	offsets := committed(ctx, t, c)
+	offsets := mustCommitted(ctx, t, c)
 	in := readPartitions(ctx, t, c, inTopic, "", false)
 	out := readPartitions(ctx, t, c, outTopic, tag+"-committed", true)
 	all := readPartitions(ctx, t, c, outTopic, tag+"-uncommitted", false)
@@ -247,19 +247,6 @@ func quiesce(ctx context.Context, t *testing.T, c *testutil.Cluster, tag string)
 
 func ptr(s string) *string { return &s }
 
-// admins holds one admin client per cluster, for the checks that poll.
-var admins = map[*testutil.Cluster]*kadm.Client{}
-
-func adminOf(t *testing.T, c *testutil.Cluster) *kadm.Client {
-	if a, ok := admins[c]; ok {
-		return a
-	}
-	a := kadm.NewClient(c.Client(t, kgo.RetryTimeout(5*time.Second)))
-	admins[c] = a
-	t.Cleanup(func() { delete(admins, c) })
-	return a
-}
-
 // waitFullISR waits until every partition of topic has a leader and a full ISR.
 func waitFullISR(t *testing.T, c *testutil.Cluster, topic string) {
 	t.Helper()
@@ -292,40 +279,49 @@ func coordinatorOf(ctx context.Context, t *testing.T, c *testutil.Cluster) int32
 	return node
 }
 
-// committed is the group's committed offset of every input partition (0 when none).
-func committed(ctx context.Context, t *testing.T, c *testutil.Cluster) map[int32]int64 {
-	t.Helper()
+// committed is the group's committed offset of every input partition (0 when none), as a
+// fresh client finds it (a client of its own each time: kgo keeps a coordinator it has
+// cached while that broker is down).
+func committed(ctx context.Context, c *testutil.Cluster) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).FetchOffsets(cctx, group)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
 	out := map[int32]int64{}
+	for p := range int32(partitions) {
+		if o, found := resp.Lookup(inTopic, p); found {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// mustCommitted is committed, retried for up to 30 s.
+func mustCommitted(ctx context.Context, t *testing.T, c *testutil.Cluster) map[int32]int64 {
+	t.Helper()
+	var out map[int32]int64
 	var last error
-	ok := false
-	for !ok && ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := adminOf(t, c).FetchOffsets(cctx, group)
-		cancel()
-		if err == nil {
-			err = resp.Error()
-		}
-		if err != nil {
-			last = err
-			time.Sleep(100 * time.Millisecond) // a retry backoff, not synchronisation
-			continue
-		}
-		for p := range int32(partitions) {
-			if o, found := resp.Lookup(inTopic, p); found {
-				out[p] = o.At
-			}
-		}
-		ok = true
-	}
-	if !ok {
-		t.Fatalf("fetch the group's offsets: %v", last)
-	}
+	c.WaitFor(t, 30*time.Second, func() bool {
+		out, last = committed(ctx, c)
+		return last == nil
+	}, "the group's committed offsets")
 	return out
 }
 
 func committedTotal(ctx context.Context, t *testing.T, c *testutil.Cluster) int64 {
+	t.Helper()
 	var n int64
-	for _, o := range committed(ctx, t, c) {
+	for _, o := range mustCommitted(ctx, t, c) {
 		n += o
 	}
 	return n
@@ -336,10 +332,20 @@ func waitCommitted(t *testing.T, c *testutil.Cluster, want int64, timeout time.D
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var got int64
-	c.WaitFor(t, timeout, func() bool {
-		got = committedTotal(ctx, t, c)
-		return got >= want
-	}, fmt.Sprintf("%s: %d committed input offsets (at %d)", what, want, got))
+	var last error
+	for ctx.Err() == nil {
+		var offs map[int32]int64
+		offs, last = committed(ctx, c)
+		got = 0
+		for _, o := range offs {
+			got += o
+		}
+		if last == nil && got >= want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
+	}
+	t.Fatalf("%s: %d committed input offsets of %d wanted after %v (last error %v)", what, got, want, timeout, last)
 }
 
 // fence sends InitProducerId for the pipeline's transactional.id until it succeeds: the
