@@ -51,8 +51,13 @@ type ProduceBenchOptions struct {
 	// blocks beyond it. 0 picks a size from RecordSize.
 	MaxBufferedRecords int
 	ReportInterval     time.Duration // <= 0: no progress reports
-	Progress           func(BenchProgress)
-	ExtraOpts          []kgo.Opt // appended last, overriding the above
+	// TransactionalID makes the producer transactional: records go in transactions of
+	// TxnRecords records each, each committed before the next begins (a latency counts to
+	// the record's acknowledgement, not its commit). Needs acks=all and idempotence.
+	TransactionalID string
+	TxnRecords      int64
+	Progress        func(BenchProgress)
+	ExtraOpts       []kgo.Opt // appended last, overriding the above
 }
 
 // DefaultProduceBenchOptions are throughput-oriented settings: 1 MiB
@@ -156,6 +161,16 @@ func RunProduceBench(ctx context.Context, o ProduceBenchOptions) (BenchResult, e
 	if err != nil {
 		return BenchResult{}, err
 	}
+	txnal := o.TransactionalID != ""
+	if txnal {
+		if o.TxnRecords <= 0 {
+			return BenchResult{}, errors.New("--txn-records must be positive with --transactional-id")
+		}
+		if o.DisableIdempotence || (o.Acks != "all" && o.Acks != "-1") {
+			return BenchResult{}, errors.New("a transactional producer needs acks=all and idempotence")
+		}
+		acks = append(acks, kgo.TransactionalID(o.TransactionalID))
+	}
 	comp, err := compressionOption(o.Compression)
 	if err != nil {
 		return BenchResult{}, err
@@ -226,7 +241,32 @@ func RunProduceBench(ctx context.Context, o ProduceBenchOptions) (BenchResult, e
 		})
 	})
 
-	for i := int64(0); i < o.Records && ctx.Err() == nil; i++ {
+	var txns int64
+	var txnErr error
+	// endTxn flushes the open transaction's records and commits it.
+	endTxn := func() {
+		if err := cl.Flush(ctx); err != nil {
+			txnErr = fmt.Errorf("flushing transaction %d: %w", txns+1, err)
+			return
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			txnErr = fmt.Errorf("committing transaction %d: %w", txns+1, err)
+			return
+		}
+		txns++
+	}
+	for i := int64(0); i < o.Records && ctx.Err() == nil && txnErr == nil; i++ {
+		if txnal && i%o.TxnRecords == 0 {
+			if i > 0 {
+				if endTxn(); txnErr != nil {
+					break
+				}
+			}
+			if err := cl.BeginTransaction(); err != nil {
+				txnErr = fmt.Errorf("beginning a transaction: %w", err)
+				break
+			}
+		}
 		if o.Throughput > 0 {
 			if d := throttleDelay(o.Throughput, i, time.Since(base)); d >= time.Millisecond {
 				sleepCtx(ctx, d)
@@ -237,18 +277,26 @@ func RunProduceBench(ctx context.Context, o ProduceBenchOptions) (BenchResult, e
 		br.start = time.Since(base)
 		cl.Produce(ctx, &br.rec, br.done)
 	}
-	flushErr := cl.Flush(ctx)
+	var flushErr error
+	if txnal && txnErr == nil && ctx.Err() == nil {
+		endTxn()
+	} else {
+		flushErr = cl.Flush(ctx)
+	}
 	elapsed := time.Since(base)
 	progress.stop()
 
 	res := BenchResult{
-		Records: hist.count.Load(),
-		Failed:  failed.Load(),
-		Latency: hist.stats(),
+		Records:      hist.count.Load(),
+		Failed:       failed.Load(),
+		Latency:      hist.stats(),
+		Transactions: txns,
 	}
 	res.Bytes = res.Records * int64(o.RecordSize)
 	res.rates(elapsed)
 	switch {
+	case txnErr != nil:
+		return res, txnErr
 	case flushErr != nil:
 		return res, fmt.Errorf("flushing: %w", flushErr)
 	case res.Failed > 0:
@@ -333,6 +381,8 @@ final result as JSON (progress goes to stderr).`,
 	f.Int32Var(&o.BatchMaxBytes, "batch-max-bytes", o.BatchMaxBytes, "maximum record batch size in bytes")
 	f.Int64Var(&lingerMs, "linger-ms", o.Linger.Milliseconds(), "how long a partition waits for more records before sending a batch")
 	f.IntVar(&o.MaxBufferedRecords, "max-buffered-records", 0, "records awaiting acknowledgement before Produce blocks (0: sized from --record-size)")
+	f.StringVar(&o.TransactionalID, "transactional-id", "", "produce in transactions of this transactional.id (committed every --txn-records records)")
+	f.Int64Var(&o.TxnRecords, "txn-records", 10000, "records per transaction with --transactional-id")
 	f.Int64Var(&reportIntervalMs, "report-interval-ms", o.ReportInterval.Milliseconds(), "progress report interval (0: none)")
 	mustMarkRequired(cmd, "topic")
 	return cmd

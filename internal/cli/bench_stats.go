@@ -35,6 +35,8 @@ type BenchResult struct {
 	RecordsPerSec float64      `json:"records_per_sec"`
 	MBPerSec      float64      `json:"mb_per_sec"`
 	Latency       LatencyStats `json:"latency_ms"`
+	// Transactions is how many transactions a transactional producer committed.
+	Transactions int64 `json:"transactions,omitempty"`
 }
 
 // BenchProgress is one periodic report: totals so far and rates over the
@@ -68,6 +70,9 @@ func writeBenchResult(w io.Writer, format, verb string, r BenchResult) error {
 		r.Records, verb, r.RecordsPerSec, r.MBPerSec, r.Latency.Avg, r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Max)
 	if err == nil && r.Failed > 0 {
 		_, err = fmt.Fprintf(w, ", %d records failed", r.Failed)
+	}
+	if err == nil && r.Transactions > 0 {
+		_, err = fmt.Fprintf(w, ", %d transactions committed", r.Transactions)
 	}
 	if err == nil {
 		_, err = fmt.Fprintln(w, ".")

@@ -29,7 +29,7 @@ import (
 // DefaultBootstrapServer is where the tools connect when -b is not given.
 const DefaultBootstrapServer = "127.0.0.1:9092"
 
-// AddCommands adds the client tools (topic, produce, consume, group,
+// AddCommands adds the client tools (topic, produce, consume, group, txn,
 // cluster, reassign, leader, bench) to root.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
@@ -37,6 +37,7 @@ func AddCommands(root *cobra.Command) {
 		newProduceCommand(),
 		newConsumeCommand(),
 		newGroupCommand(),
+		newTxnCommand(),
 		newClusterCommand(),
 		newReassignCommand(),
 		newLeaderCommand(),

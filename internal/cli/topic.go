@@ -265,11 +265,15 @@ type partitionDescription struct {
 	// Offline: no leader, or a leader that is not a live broker (Kafka's
 	// unavailable partition). UnderReplicated: fewer in-sync replicas than
 	// replicas.
-	Offline         bool   `json:"offline"`
-	UnderReplicated bool   `json:"under_replicated"`
-	LogStartOffset  int64  `json:"log_start_offset"`
-	LogEndOffset    int64  `json:"log_end_offset"`
-	Error           string `json:"error,omitempty"`
+	Offline         bool  `json:"offline"`
+	UnderReplicated bool  `json:"under_replicated"`
+	LogStartOffset  int64 `json:"log_start_offset"`
+	LogEndOffset    int64 `json:"log_end_offset"`
+	// LastStableOffset is what a read_committed consumer reads up to (ListOffsets
+	// with isolation read_committed): the first offset of the oldest open
+	// transaction, or the high watermark when none is open.
+	LastStableOffset int64  `json:"last_stable_offset"`
+	Error            string `json:"error,omitempty"`
 }
 
 // isUnderReplicated: fewer in-sync replicas than replicas.
@@ -370,18 +374,23 @@ func describeTopic(ctx context.Context, adm *kadm.Client, name string) (topicDes
 	if err != nil {
 		warnings = append(warnings, "listing log end offsets: "+err.Error())
 	}
+	stables, err := adm.ListCommittedOffsets(ctx, name)
+	if err != nil {
+		warnings = append(warnings, "listing last stable offsets: "+err.Error())
+	}
 	for _, p := range d.Partitions.Sorted() {
 		pd := partitionDescription{
-			Partition:       p.Partition,
-			Leader:          p.Leader,
-			LeaderEpoch:     p.LeaderEpoch,
-			Replicas:        nonNil(p.Replicas),
-			ISR:             nonNil(p.ISR),
-			OfflineReplicas: p.OfflineReplicas,
-			Offline:         isOffline(p, live),
-			UnderReplicated: isUnderReplicated(p),
-			LogStartOffset:  -1,
-			LogEndOffset:    -1,
+			Partition:        p.Partition,
+			Leader:           p.Leader,
+			LeaderEpoch:      p.LeaderEpoch,
+			Replicas:         nonNil(p.Replicas),
+			ISR:              nonNil(p.ISR),
+			OfflineReplicas:  p.OfflineReplicas,
+			Offline:          isOffline(p, live),
+			UnderReplicated:  isUnderReplicated(p),
+			LogStartOffset:   -1,
+			LogEndOffset:     -1,
+			LastStableOffset: -1,
 		}
 		var errs []string
 		if p.Err != nil {
@@ -399,6 +408,13 @@ func describeTopic(ctx context.Context, adm *kadm.Client, name string) (topicDes
 				errs = append(errs, "end offset: "+kafkaErrorName(o.Err))
 			} else {
 				pd.LogEndOffset = o.Offset
+			}
+		}
+		if o, ok := stables.Lookup(name, p.Partition); ok {
+			if o.Err != nil {
+				errs = append(errs, "last stable offset: "+kafkaErrorName(o.Err))
+			} else {
+				pd.LastStableOffset = o.Offset
 			}
 		}
 		pd.Error = strings.Join(errs, "; ")
@@ -452,7 +468,7 @@ func printTopicDescription(w io.Writer, format string, d topicDescription) error
 			fmt.Fprintf(w, "  %s=%s\n", k, d.Configs[k])
 		}
 	}
-	t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE-REPLICAS", "STATUS", "LOG-START-OFFSET", "LOG-END-OFFSET", "ERROR")
+	t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE-REPLICAS", "STATUS", "LOG-START-OFFSET", "LOG-END-OFFSET", "LAST-STABLE-OFFSET", "ERROR")
 	for _, p := range d.Partitions {
 		t.row(
 			strconv.Itoa(int(p.Partition)),
@@ -464,6 +480,7 @@ func printTopicDescription(w io.Writer, format string, d topicDescription) error
 			partitionMarkers(p.Offline, p.UnderReplicated),
 			offsetText(p.LogStartOffset),
 			offsetText(p.LogEndOffset),
+			offsetText(p.LastStableOffset),
 			p.Error,
 		)
 	}
