@@ -72,15 +72,17 @@ func newTxnListCommand(cf *clientFlags) *cobra.Command {
 
 // txnDescription is `txn describe`.
 type txnDescription struct {
-	TransactionalID string   `json:"transactional_id"`
-	Coordinator     int32    `json:"coordinator"`
-	ProducerID      int64    `json:"producer_id"`
-	ProducerEpoch   int16    `json:"producer_epoch"`
-	State           string   `json:"state"`
-	TimeoutMs       int32    `json:"transaction_timeout_ms"`
-	StartTimeMs     int64    `json:"current_transaction_start_time_ms"` // -1: no transaction open
-	DurationMs      int64    `json:"transaction_duration_ms"`           // -1: no transaction open
-	TopicPartitions []string `json:"topic_partitions"`                  // topic-partition, as Kafka prints them
+	TransactionalID string `json:"transactional_id"`
+	Coordinator     int32  `json:"coordinator"`
+	ProducerID      int64  `json:"producer_id"`
+	ProducerEpoch   int16  `json:"producer_epoch"`
+	State           string `json:"state"`
+	TimeoutMs       int32  `json:"transaction_timeout_ms"`
+	// StartTimeMs is when the id's current (or, once it ended, its last) transaction
+	// began, as the coordinator answers; it and DurationMs are -1 when it began none.
+	StartTimeMs     int64    `json:"current_transaction_start_time_ms"`
+	DurationMs      int64    `json:"transaction_duration_ms"`
+	TopicPartitions []string `json:"topic_partitions"` // topic-partition, as Kafka prints them
 }
 
 func newTxnDescribeCommand(cf *clientFlags) *cobra.Command {
@@ -129,8 +131,8 @@ func msText(ms int64) string {
 	return strconv.FormatInt(ms, 10)
 }
 
-// describeTxn renders a described transaction; the start time and duration are -1 unless
-// a transaction is open (the coordinator answers a start of -1 then).
+// describeTxn renders a described transaction; the start time and duration are -1 when the
+// coordinator answers a start of -1.
 func describeTxn(d kadm.DescribedTransaction, nowMs int64) txnDescription {
 	desc := txnDescription{
 		TransactionalID: d.TxnID, Coordinator: d.Coordinator, ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch,
