@@ -516,6 +516,10 @@ func appendError(err error) error {
 		code = kerr.InvalidProducerEpoch // a transactional commit of a fenced producer
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
 		code = kerr.OutOfOrderSequenceNumber
+	case errors.Is(err, replica.ErrInvalidTxnState):
+		code = kerr.InvalidTxnState
+	case errors.Is(err, replica.ErrTransactionCoordinatorFenced):
+		code = kerr.TransactionCoordinatorFenced
 	default:
 		return err
 	}
