@@ -1,11 +1,15 @@
 package group
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/replica"
 )
 
 type txnOpt func(*kmsg.TxnOffsetCommitRequest)
@@ -369,4 +373,72 @@ func TestTxnOffsetsExpiry(t *testing.T) {
 	if h.s.groups["only-txn"] != nil || h.s.groups["g"] != nil {
 		t.Fatal("offsets did not expire once the transactions ended")
 	}
+}
+
+// A consumer group (KIP-848) takes a transaction's commit naming no member (TxnOffsetCommit
+// before v3), else from a member in its current epoch: a stale epoch is ILLEGAL_GENERATION
+// for a transactional commit (STALE_MEMBER_EPOCH for a plain one), and the member's protocol
+// does not ask for a newer version.
+func TestConsumerGroupTxnOffsetCommit(t *testing.T) {
+	h := newCGHarness(t, testConfig(), six())
+	a := h.member("g", "a", "t")
+	a.join()
+	code := func(r *kmsg.TxnOffsetCommitResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
+	wantErr(t, "current epoch", code(h.txnCommit("g", 1, []int64{1}, txnAs("a", a.epoch))), nil)
+	wantErr(t, "stale epoch", code(h.txnCommit("g", 2, []int64{2}, txnAs("a", a.epoch-1))), kerr.IllegalGeneration)
+	wantErr(t, "newer epoch", code(h.txnCommit("g", 2, []int64{2}, txnAs("a", a.epoch+1))), kerr.IllegalGeneration)
+	wantErr(t, "unknown member", code(h.txnCommit("g", 2, []int64{2}, txnAs("zz", a.epoch))), kerr.UnknownMemberID)
+	wantErr(t, "no member named", code(h.txnCommit("g", 3, []int64{3})), nil)
+	h.marker(1, true)
+	h.marker(3, true)
+	h.wantOffsets("g", 3)
+}
+
+// txnCommitReq is a TxnOffsetCommit v4 of group's t-<part> at offset for producer pid.
+func txnCommitReq(group string, pid int64, part int32, offset int64) *kmsg.TxnOffsetCommitRequest {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version, req.TransactionalID, req.Group = 4, "tx", group
+	req.ProducerID, req.ProducerEpoch = pid, 0
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = part, offset
+	req.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{rp}}}
+	return req
+}
+
+// A marker reported while the partition loads is applied once it is loaded, whether or not
+// the replay read it: one written past the end the replay read to would otherwise be lost
+// until the next load.
+func TestCompleteTxnWhileLoading(t *testing.T) {
+	nd := openNode(t, t.TempDir(), 1)
+	defer nd.close()
+	c := nd.manualCoordinator(testConfig())
+	defer c.Close()
+	c.Elect(0, 1)
+	waitGroupLoaded(t, c, "g")
+	ctx := context.Background()
+	for i, pid := range []int64{7, 8, 9} {
+		r := c.CommitTxnOffsets(ctx, txnCommitReq("g", pid, int32(i), int64(10*(i+1))))
+		wantCode(t, "txn commit", r.Topics[0].Partitions[0].ErrorCode, nil)
+	}
+	c.Resign(0, 2)
+
+	// A new term whose shard is made but not loaded yet, as Elect leaves it until its
+	// loading goroutine has replayed the partition.
+	c.mu.Lock()
+	sh, _ := c.electLocked(0, 3)
+	c.mu.Unlock()
+	p := nd.replicas.Get(TopicName, 0)
+	if _, err := p.WriteTxnMarker(replica.TxnMarker{ProducerID: 8, Commit: true}, time.Now().UnixMilli(), 5000); err != nil {
+		t.Fatal(err)
+	}
+	c.CompleteTxn(0, 8, true) // in the log: the replay reads it too
+	c.CompleteTxn(0, 7, true) // not in the log yet: as if written past the replay's end
+	wantCode(t, "fetch while loading", c.FetchOffsets(&kmsg.OffsetFetchRequestGroup{Group: "g"}, false).ErrorCode, kerr.CoordinatorLoadInProgress)
+	c.load(sh)
+
+	if got := committed(t, c, "g"); len(got) != 2 || got[0] != 10 || got[1] != 20 {
+		t.Fatalf("committed after the load: %v, want t-0 10 and t-1 20", got)
+	}
+	f := c.FetchOffsets(&kmsg.OffsetFetchRequestGroup{Group: "g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{2}}}}, true)
+	wantCode(t, "require_stable of the open transaction's partition", f.Topics[0].Partitions[0].ErrorCode, kerr.UnstableOffsetCommit)
 }
