@@ -30,8 +30,8 @@ import (
 //     record is kept when its offset is past LatestOffset, or it is the last of its key (its
 //     offset is at least the map's) and either has a value or is a tombstone whose batch's
 //     delete horizon has not passed. Records without a key are dropped (a compacted topic
-//     refuses them; Kafka drops those it finds). Control batches are kept whole (there are
-//     no transactions yet). Offsets never change: compaction leaves gaps.
+//     refuses them; Kafka drops those it finds). Control batches are kept whole, and so
+//     are the records of aborted transactions (Kafka removes them; not yet here). Offsets never change: compaction leaves gaps.
 //  4. Batches (as Kafka's MemoryRecords.filterTo). A batch keeping all its records, and not
 //     needing a delete horizon, is copied byte for byte. Otherwise it is rebuilt with the
 //     records kept, the same base offset and last offset delta (so the last sequence of an
@@ -60,8 +60,9 @@ import (
 //
 // Files. The new segment is written as <base>.log.cleaned, <base>.index.cleaned and
 // <base>.timeindex.cleaned (the indexes built as the batches are written, with the rules of
-// an append: see segment.indexBatch), all fsynced. Then, holding writeMu: the two index files
-// are renamed to .swap, then the .log; that rename, once the directory is fsynced, is the
+// an append: see segment.indexBatch), and <base>.txnindex.cleaned holding every entry of
+// the replaced segments' transaction indexes (when they have any), all fsynced. Then,
+// holding writeMu: the index files are renamed to .swap, then the .log; that rename, once the directory is fsynced, is the
 // commit point. Then the old segments' files are renamed to .deleted (removed after
 // file.delete.delay.ms, as retention's), the three .swap files renamed to their final names,
 // and the new segment replaces the old ones in the Log. Open (recovery.go) undoes an
@@ -71,7 +72,9 @@ import (
 //   - a <base>.log.swap holds the new segment, which ends at the offset the old ones ended
 //     at (step 4): every segment whose base offset lies in [base, its next offset) is removed,
 //     its .swap indexes too (they are rebuilt from the .log like any missing index), and the
-//     .log.swap is renamed to <base>.log.
+//     .log.swap is renamed to <base>.log. The transaction index cannot be rebuilt from the
+//     .log: a <base>.txnindex.swap is renamed to <base>.txnindex, and without one a
+//     <base>.txnindex is the new segment's, already renamed, and stays.
 //
 // So after a crash at any step the log holds either the old segments or the new one, never
 // both and never neither.
@@ -395,6 +398,9 @@ func (c *cleaning) writeGroup(g []cleanSeg) (*cleanedSegment, error) {
 	w, err := createCleaned(c.l.fs, c.l.dir, g[0].base, c.cfg, c.opt.IOBufferSize)
 	if err != nil {
 		return nil, err
+	}
+	if w.txn, err = groupTxnEntries(g); err != nil {
+		return nil, errors.Join(err, w.remove())
 	}
 	if err := c.rewrite(g, lastNonEmpty, w); err != nil {
 		return nil, errors.Join(err, w.remove())

@@ -27,7 +27,8 @@ type cleanedSegment struct {
 	wbuf []byte // batches not yet written; flushed at ioSize
 	size int64  // bytes appended, written or not
 
-	ix, tx               []byte // the index entries
+	ix, tx               []byte       // the index entries
+	txn                  []AbortedTxn // the transaction index: the replaced segments' entries
 	bytesSinceIndexEntry int64
 	maxTimestamp         int64
 	offsetOfMaxTimestamp int64
@@ -156,6 +157,12 @@ func (w *cleanedSegment) finish() error {
 		_, err = f.WriteAt(x.data, 0)
 	}
 	if err == nil {
+		var f File
+		if f, err = writeTxnIndexFile(w.fs, w.path(txnIndexSuffix), w.txn); f != nil {
+			files = append(files, f)
+		}
+	}
+	if err == nil {
 		errs := make([]error, len(files))
 		var wg sync.WaitGroup
 		for i, f := range files {
@@ -177,7 +184,7 @@ func (w *cleanedSegment) remove() error {
 		err = w.f.Close()
 		w.f = nil
 	}
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		for _, p := range []string{w.path(suffix), w.prefix + suffix + swapSuffix} {
 			if rerr := w.fs.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				err = errors.Join(err, rerr)
@@ -200,8 +207,17 @@ func (l *Log) swapCleaned(w *cleanedSegment, g []cleanSeg) error {
 		return errors.Join(fmt.Errorf("%w: the segments from %d changed while they were cleaned", ErrCleaningAborted, g[0].base), w.remove())
 	}
 
+	// An aborted transaction re-added to a segment of the group since its entries were
+	// taken (a replay after recovery) would be lost: give the group up.
+	if n, err := groupTxnEntries(g); err != nil || len(n) != len(w.txn) {
+		return errors.Join(fmt.Errorf("%w: the transaction index from %d changed while it was cleaned", ErrCleaningAborted, g[0].base), err, w.remove())
+	}
+	suffixes := []string{indexSuffix, timeIndexSuffix, logSuffix}
+	if len(w.txn) > 0 {
+		suffixes = []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix}
+	}
 	// Before the commit point: a failure leaves the log as it was.
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suffix := range suffixes {
 		if err := l.fs.Rename(w.path(suffix), w.prefix+suffix+swapSuffix); err != nil {
 			return errors.Join(fmt.Errorf("swapping in cleaned segment: %w", err), w.remove())
 		}
@@ -220,7 +236,7 @@ func (l *Log) swapCleaned(w *cleanedSegment, g []cleanSeg) error {
 			return l.fail(fmt.Errorf("swapping in cleaned segment: %w", err))
 		}
 	}
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suffix := range suffixes {
 		if err := l.fs.Rename(w.prefix+suffix+swapSuffix, w.prefix+suffix); err != nil {
 			return l.fail(fmt.Errorf("swapping in cleaned segment: %w", err))
 		}
@@ -266,6 +282,19 @@ func (l *Log) swapCleaned(w *cleanedSegment, g []cleanSeg) error {
 	return nil
 }
 
+// groupTxnEntries is the transaction index entries of the segments of g, in order.
+func groupTxnEntries(g []cleanSeg) ([]AbortedTxn, error) {
+	var out []AbortedTxn
+	for _, cs := range g {
+		es, err := cs.s.txn.all()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
 // groupIndexLocked returns where the segments of g still lie in the log, unchanged (sealed,
 // the same size), or -1. Holding writeMu.
 func (l *Log) groupIndexLocked(g []cleanSeg) int {
@@ -295,6 +324,7 @@ func (l *Log) groupIndexLocked(g []cleanSeg) int {
 // before the segments are loaded. It reports whether it changed the directory.
 func (l *Log) completeSwaps(ents []os.DirEntry) (bool, error) {
 	swapLogs := make(map[int64]bool)
+	swapTxn := make(map[int64]string) // base -> its .txnindex.swap
 	var swapIndexes []string
 	bases := make(map[int64][]string) // base offset -> segment files (not .swap)
 	for _, e := range ents {
@@ -305,19 +335,29 @@ func (l *Log) completeSwaps(ents []os.DirEntry) (bool, error) {
 		if stem, ok := cutSuffix(name, swapSuffix); ok {
 			if base, ok := parseSegmentName(stem, logSuffix); ok {
 				swapLogs[base] = true
+			} else if base, ok := parseSegmentName(stem, txnIndexSuffix); ok {
+				swapTxn[base] = name
 			} else {
 				swapIndexes = append(swapIndexes, name)
 			}
 			continue
 		}
-		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if base, ok := parseSegmentName(name, suffix); ok {
 				bases[base] = append(bases[base], name)
 			}
 		}
 	}
-	if len(swapLogs) == 0 && len(swapIndexes) == 0 {
+	if len(swapLogs) == 0 && len(swapIndexes) == 0 && len(swapTxn) == 0 {
 		return false, nil
+	}
+	// A .txnindex.swap cannot be rebuilt from its .log (the replica layer only re-adds
+	// entries past its snapshot): it is kept when its swap is committed, and removed with an
+	// uncommitted swap like the other index files.
+	for base, name := range swapTxn {
+		if !swapLogs[base] {
+			swapIndexes = append(swapIndexes, name)
+		}
 	}
 	for _, name := range swapIndexes {
 		path := filepath.Join(l.dir, name)
@@ -338,10 +378,21 @@ func (l *Log) completeSwaps(ents []os.DirEntry) (bool, error) {
 				continue
 			}
 			for _, name := range names {
+				if _, hasSwap := swapTxn[base]; b == base && !hasSwap && name == segmentName(base)+txnIndexSuffix {
+					// The new segment's, renamed already (old files were renamed to
+					// .deleted before): the new segment has every old entry, so an old
+					// <base>.txnindex would have had a .txnindex.swap beside it.
+					continue
+				}
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
 					return true, err
 				}
 				removed++
+			}
+		}
+		if name, ok := swapTxn[base]; ok {
+			if err := l.fs.Rename(filepath.Join(l.dir, name), filepath.Join(l.dir, segmentName(base)+txnIndexSuffix)); err != nil {
+				return true, err
 			}
 		}
 		if err := l.fs.Rename(swapPath, filepath.Join(l.dir, segmentName(base)+logSuffix)); err != nil {

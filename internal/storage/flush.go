@@ -34,7 +34,7 @@ func (l *Log) Flush() error {
 		if s.sealed {
 			j.index, j.timeIdx = s.index.dirty, s.timeIndex.dirty
 		}
-		if !j.log && !j.index && !j.timeIdx {
+		if !j.log && !j.index && !j.timeIdx && !s.txn.isDirty() {
 			continue
 		}
 		// Index files (which hold no descriptor) are opened here, under writeMu, which

@@ -31,7 +31,8 @@ import (
 // parse, fit in the file, pass its CRC (batch.CheckCRC) and have offsets above the previous
 // batch's; the first batch that does not ends the segment, the file is truncated there, and
 // during unclean recovery every later segment is deleted. Both indexes are rebuilt from the
-// batches. Each repair is logged.
+// batches. Each repair is logged. A recovered segment's transaction index (txnindex.go) loses
+// the entries at or past its new end; the replica layer adds back what its replay finds.
 
 // load builds the segment list from the files in l.dir. It runs before the Log is shared.
 func (l *Log) load(opt OpenOptions) error {
@@ -74,13 +75,18 @@ func (l *Log) load(opt OpenOptions) error {
 				indexes = append(indexes, name)
 			} else if _, ok := parseSegmentName(name, timeIndexSuffix); ok {
 				indexes = append(indexes, name)
+			} else if _, ok := parseSegmentName(name, txnIndexSuffix); ok {
+				indexes = append(indexes, name)
 			}
 		}
 	}
 	for _, name := range indexes {
-		base, ok := parseSegmentName(name, indexSuffix)
-		if !ok {
-			base, _ = parseSegmentName(name, timeIndexSuffix)
+		var base int64
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
+			if b, ok := parseSegmentName(name, suffix); ok {
+				base = b
+				break
+			}
 		}
 		if !logs[base] {
 			path := filepath.Join(l.dir, name)
@@ -316,6 +322,12 @@ func (s *segment) recover(interval int32) (truncated int64, reason string, err e
 		pos += size
 	}
 	s.size = pos
+	// The transaction index is not rebuilt here (its entries need the producers' transaction
+	// starts: the replica layer re-adds them as it replays the log); entries for markers cut
+	// off go.
+	if err := s.txn.truncateTo(s.nextOffset); err != nil {
+		return 0, "", err
+	}
 	if truncated = fileSize - pos; truncated > 0 {
 		if err := s.log.Truncate(pos); err != nil {
 			return 0, "", err

@@ -58,6 +58,7 @@ type segment struct {
 	log        *segmentFile // opened on demand through the Log's FileCache
 	index      offsetIndex
 	timeIndex  timeIndex
+	txn        txnIndex // the .txnindex, read on demand (txnindex.go)
 
 	// refs counts the Log's reference (dropped when the segment leaves the Log), one per
 	// unreleased Slice and one per flush or scan in progress. The files close at zero, so a
@@ -81,6 +82,7 @@ type segment struct {
 func (s *segment) logPath() string       { return s.prefix + logSuffix }
 func (s *segment) indexPath() string     { return s.prefix + indexSuffix }
 func (s *segment) timeIndexPath() string { return s.prefix + timeIndexSuffix }
+func (s *segment) txnIndexPath() string  { return s.prefix + txnIndexSuffix }
 
 // openSegment opens the files of the segment at base in dir, creating missing ones.
 // indexMissing reports that the .index or .timeindex did not exist. create requires the .log
@@ -97,6 +99,7 @@ func openSegment(fs FS, files *FileCache, dir string, base int64, cfg Config, no
 		firstBatchTimestamp:  -2,
 		created:              nowMs,
 	}
+	s.txn.init(fs, s.prefix)
 	if create {
 		s.firstBatchTimestamp = -1
 	}
@@ -361,6 +364,9 @@ func (s *segment) truncateTo(offset int64) (int64, error) {
 	if err := s.timeIndex.truncateToOffset(h.BaseOffset); err != nil {
 		return 0, err
 	}
+	if err := s.txn.truncateTo(h.BaseOffset); err != nil {
+		return 0, err
+	}
 	s.size = pos
 	s.sealed = false
 	s.logDirty = true
@@ -403,18 +409,27 @@ func (s *segment) syncFiles(log, index, timeIndex bool) error {
 type pendingSync struct {
 	files []File
 	done  []func() error // after the fsync: close a file opened for it, or drop the .log's pin
+	txn   *txnIndex      // its dirty flag was cleared for this sync: set again if it fails
 }
 
 // prepareSync opens what the fsyncs of the named files need: an index file mapped without a
 // descriptor is opened by path, which must be done holding Log.writeMu with the segment in
 // the Log (see indexFile). The fsyncs (run) may then go without any lock, holding a
-// reference.
+// reference. The .txnindex is synced along whenever it changed since its last sync.
 func (s *segment) prepareSync(log, index, timeIndex bool) (pendingSync, error) {
 	var p pendingSync
+	tf, err := s.txn.syncFile()
+	if err != nil {
+		return pendingSync{}, err
+	}
+	if tf != nil {
+		p.files, p.done = append(p.files, tf), append(p.done, tf.Close)
+		p.txn = &s.txn
+	}
 	if log {
 		f, err := s.log.acquire()
 		if err != nil {
-			return pendingSync{}, err
+			return pendingSync{}, errors.Join(err, p.run(false))
 		}
 		p.files, p.done = append(p.files, f), append(p.done, func() error { s.log.release(); return nil })
 	}
@@ -442,11 +457,16 @@ func (s *segment) prepareSync(log, index, timeIndex bool) (pendingSync, error) {
 // those opened for the fsync either way.
 func (p pendingSync) run(sync bool) error {
 	var err error
+	synced := sync
 	for i, f := range p.files {
 		if sync && err == nil {
 			err = f.Sync()
 		}
+		synced = synced && err == nil
 		err = errors.Join(err, p.done[i]())
+	}
+	if !synced && p.txn != nil {
+		p.txn.restoreDirty()
 	}
 	return err
 }
@@ -484,7 +504,7 @@ func (s *segment) decRef() {
 // never opened by path again: the segment leaves the Log). It returns the new paths.
 func (s *segment) renameDeleted() ([]string, error) {
 	var paths []string
-	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath()} {
+	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath(), s.txnIndexPath()} {
 		if err := s.fs.Rename(p, p+deletedSuffix); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue
