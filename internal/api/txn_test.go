@@ -164,9 +164,15 @@ func TestProduceForgedControlBatch(t *testing.T) {
 	}
 }
 
-// txnProduceRaw sends one transactional batch of the producer at Produce v11 (transaction
-// version 1: the partition must have been added with AddPartitionsToTxn).
+// txnProduceRaw sends one transactional batch of the producer to partition 0.
 func txnProduceRaw(t *testing.T, cl *kgo.Client, txnID *string, topic string, pid int64, epoch int16, seq int32) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	return request[*kmsg.ProduceResponse](t, cl, txnProduceRequest(t, txnID, topic, 0, pid, epoch, seq)).Topics[0].Partitions[0]
+}
+
+// txnProduceRequest is a Produce v11 (transaction version 1: the partition must have been
+// added with AddPartitionsToTxn) of one transactional batch of the producer.
+func txnProduceRequest(t *testing.T, txnID *string, topic string, part int32, pid int64, epoch int16, seq int32) *kmsg.ProduceRequest {
 	t.Helper()
 	h := batch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: 1000, MaxTimestamp: 1000, Attributes: batch.AttrTransactional}
 	recs, err := batch.Build(h, []batch.Record{{Value: []byte(fmt.Sprint("late-", seq))}}, batch.CodecNone)
@@ -180,10 +186,10 @@ func txnProduceRaw(t *testing.T, cl *kgo.Client, txnID *string, topic string, pi
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = recs
+	rp.Partition, rp.Records = part, recs
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return request[*kmsg.ProduceResponse](t, cl, req).Topics[0].Partitions[0]
+	return req
 }
 
 // KIP-890: a transactional write arriving after its transaction ended (a late retry, a
