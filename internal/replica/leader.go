@@ -102,6 +102,7 @@ func (p *Partition) readyLocked() {
 	if rd.HWAdvanced && rd.HighWatermark > p.hw.Load() {
 		p.hw.Store(rd.HighWatermark)
 		p.log.SetHighWatermark(rd.HighWatermark)
+		p.publishLSOLocked()
 		p.notify()
 	}
 	for _, c := range rd.Completed {

@@ -209,6 +209,7 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 			p.hw.Store(l.LogEndOffset())
 			p.role.Store(&roleView{kind: roleSole, leader: -1, leaderEpoch: 0})
 		}
+		p.publishLSOLocked()
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -310,8 +311,10 @@ func snapshotAll(ps []*Partition) []error {
 }
 
 // rebuildProducersLocked rebuilds the producer state from the newest snapshot at or below the
-// log end offset (deleting later ones) and the batches after it. Holding p.mu (or p not yet
-// published).
+// log end offset (deleting later ones) and the batches after it, markers included: the
+// ongoing transactions are re-derived and the aborted ones the transaction index lost (a
+// crash, a truncation) are added again. The caller publishes the last stable offset. Holding
+// p.mu (or p not yet published).
 func (p *Partition) rebuildProducersLocked() error {
 	l := p.log
 	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogEndOffset())
@@ -321,9 +324,8 @@ func (p *Partition) rebuildProducersLocked() error {
 	if from < l.LogStartOffset() {
 		from = l.LogStartOffset()
 	}
-	err = l.ScanBatches(from, func(h batch.Header) error {
-		ps.Update(&h)
-		return nil
+	err = l.ScanBatchesControl(from, func(h batch.Header, control []byte) error {
+		return p.applyBatch(ps, &h, control)
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ type Settings struct {
 	MaxMessageBytes   int32       // max.message.bytes: largest batch accepted
 	MinInsyncReplicas int32       // min.insync.replicas
 	CompactOnly       bool        // cleanup.policy without delete: DeleteRecords is refused
+	TxnVerification   bool        // transaction.partition.verification.enable (the api sets it; false for internal topics)
 	Log               storage.Config
 }
 
@@ -30,7 +31,7 @@ var ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
 
 // Partition is one partition this broker holds, in one of the roles of roles.go.
 //
-// Invariants: hw <= log end offset; every batch below hw is readable; producer state reflects
+// Invariants: lso <= hw <= log end offset; every batch below hw is readable; producer state reflects
 // exactly the batches in the log; only a leader (or the sole replica) appends with offsets
 // assigned here, stamping its leader epoch, which the epoch cache (when open) has at or below
 // the log end offset before the append.
@@ -50,6 +51,7 @@ type Partition struct {
 	log      *storage.Log
 	settings atomic.Pointer[Settings]
 	hw       atomic.Int64
+	lso      atomic.Int64 // last stable offset (txn.go), recomputed holding mu next to hw
 	role     atomic.Pointer[roleView]
 
 	mu struct {
@@ -117,7 +119,16 @@ func (p *Partition) Append(raw []byte, hdrs []batch.Header, nowMs int64, leaderE
 // lead refuses with ErrNotLeaderOrFollower. acksAll requires the committed ISR to be at least
 // min.insync.replicas (ErrNotEnoughReplicas, before appending) and, on a leader with
 // followers, returns Wait, answered when the records are committed or at nowMs+timeoutMs.
+// AppendWait is AppendVerified with guard 0.
 func (p *Partition) AppendWait(raw []byte, hdrs []batch.Header, nowMs int64, leaderEpoch int32, acksAll bool, timeoutMs int64) (AppendResult, error) {
+	return p.AppendVerified(raw, hdrs, nowMs, leaderEpoch, acksAll, timeoutMs, 0)
+}
+
+// AppendVerified is AppendWait with a guard: with Settings.TxnVerification set, a
+// transactional batch that would start a transaction is refused (ErrInvalidTxnState) unless
+// guard is the one StartVerification stored for its producer and no marker cleared it since.
+// A control batch is refused (batch.ErrInvalidRecord): only WriteTxnMarker writes them.
+func (p *Partition) AppendVerified(raw []byte, hdrs []batch.Header, nowMs int64, leaderEpoch int32, acksAll bool, timeoutMs int64, guard VerificationGuard) (AppendResult, error) {
 	s := p.Settings()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -127,19 +138,13 @@ func (p *Partition) AppendWait(raw []byte, hdrs []batch.Header, nowMs int64, lea
 		return AppendResult{}, err
 	}
 	ls := p.mu.leader
-	switch v.kind {
-	case roleSole:
-		if acksAll && 1 < s.MinInsyncReplicas {
-			return AppendResult{}, ErrNotEnoughReplicas
-		}
-	case roleLeader:
-		if err := ls.CheckAppend(acksAll, s.MinInsyncReplicas); err != nil {
-			return AppendResult{}, err
-		}
-	default:
-		return AppendResult{}, fmt.Errorf("%w: %s-%d is led by broker %d", ErrNotLeaderOrFollower, p.Topic, p.Index, v.leader)
+	if err := p.checkAppendLocked(v, ls, s, acksAll); err != nil {
+		return AppendResult{}, err
 	}
 	for i := range hdrs {
+		if hdrs[i].IsControl() {
+			return AppendResult{}, fmt.Errorf("%w: a control batch from a producer", batch.ErrInvalidRecord)
+		}
 		dup, err := p.mu.producers.Check(&hdrs[i])
 		if err != nil {
 			return AppendResult{}, err
@@ -155,7 +160,35 @@ func (p *Partition) AppendWait(raw []byte, hdrs []batch.Header, nowMs int64, lea
 			}
 			return AppendResult{}, ErrOutOfOrderSequence
 		}
+		if s.TxnVerification {
+			if err := p.mu.producers.CheckVerification(&hdrs[i], guard); err != nil {
+				return AppendResult{}, fmt.Errorf("%w: producer %d starts a transaction on %s-%d without a verification", err, hdrs[i].ProducerID, p.Topic, p.Index)
+			}
+		}
 	}
+	return p.appendLocked(raw, hdrs, nowMs, v, ls, s, acksAll, timeoutMs)
+}
+
+// checkAppendLocked refuses an append this broker may not make as the partition's role
+// stands: not the leader (ErrNotLeaderOrFollower), or acks=all with too small an ISR.
+// Holding mu.
+func (p *Partition) checkAppendLocked(v *roleView, ls *LeaderState, s *Settings, acksAll bool) error {
+	switch v.kind {
+	case roleSole:
+		if acksAll && 1 < s.MinInsyncReplicas {
+			return ErrNotEnoughReplicas
+		}
+	case roleLeader:
+		return ls.CheckAppend(acksAll, s.MinInsyncReplicas)
+	default:
+		return fmt.Errorf("%w: %s-%d is led by broker %d", ErrNotLeaderOrFollower, p.Topic, p.Index, v.leader)
+	}
+	return nil
+}
+
+// appendLocked appends checked batches as the leader in v's epoch and applies them to the
+// producer state; the rest as AppendWait says. Holding mu.
+func (p *Partition) appendLocked(raw []byte, hdrs []batch.Header, nowMs int64, v *roleView, ls *LeaderState, s *Settings, acksAll bool, timeoutMs int64) (AppendResult, error) {
 	if c := p.mu.epochs; c != nil && c.LatestEpoch() != v.leaderEpoch {
 		// The sole replica's cache, opened after appends of epoch 0 without it.
 		if err := c.Assign(v.leaderEpoch, p.log.LogEndOffset()); err != nil {
@@ -170,17 +203,28 @@ func (p *Partition) AppendWait(raw []byte, hdrs []batch.Header, nowMs int64, lea
 	if err != nil {
 		return AppendResult{}, err
 	}
-	off := info.FirstOffset
+	off, pos := info.FirstOffset, 0
+	var indexErr error
 	for i := range hdrs {
 		hdrs[i].BaseOffset = off
 		off += int64(hdrs[i].LastOffsetDelta) + 1
-		p.mu.producers.Update(&hdrs[i])
+		size := hdrs[i].Size()
+		if err := p.applyBatch(p.mu.producers, &hdrs[i], raw[pos:min(pos+size, len(raw))]); err != nil {
+			indexErr = errors.Join(indexErr, err)
+		}
+		pos += size
+	}
+	if indexErr != nil {
+		// The batches are in the log; only an aborted transaction's index entry is missing
+		// (the next rebuild adds it): the append stands, the error is logged.
+		p.m.log.Error("recording an aborted transaction failed", "topic", p.Topic, "partition", p.Index, "err", indexErr)
 	}
 	res := AppendResult{BaseOffset: info.FirstOffset, LogAppendTime: info.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
 	leo := p.log.LogEndOffset()
 	if v.kind == roleSole {
 		// The ISR is this broker alone: everything appended is committed.
 		p.hw.Store(leo)
+		p.publishLSOLocked()
 		p.notify()
 		return res, nil
 	}

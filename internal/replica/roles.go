@@ -203,6 +203,7 @@ func (p *Partition) MakeLeader(reg LeaderAndISR, nowMs int64) error {
 	ls.SetLogStartOffset(p.log.LogStartOffset())
 	p.mu.reg = reg
 	p.role.Store(&roleView{kind: roleLeader, leader: o.LocalID, leaderEpoch: ls.LeaderEpoch(), partitionEpoch: ls.PartitionEpoch()})
+	p.publishLSOLocked()
 	p.readyLocked()
 	p.notify() // parked fetches re-check the role
 	return nil
@@ -236,6 +237,7 @@ func (p *Partition) MakeFollower(reg LeaderAndISR) error {
 	hw := min(p.hw.Load(), p.log.LogEndOffset())
 	p.hw.Store(hw)
 	p.log.SetHighWatermark(hw)
+	p.publishLSOLocked()
 	p.mu.reg = reg
 	p.mu.proposal = nil
 	p.role.Store(&roleView{kind: roleFollower, leader: reg.Leader, leaderEpoch: reg.LeaderEpoch, partitionEpoch: reg.PartitionEpoch})
@@ -246,8 +248,10 @@ func (p *Partition) MakeFollower(reg LeaderAndISR) error {
 // ApplyFollower does act (from the follower core) to the log, under the partition's lock:
 // refused with ErrNotLeaderOrFollower unless the partition follows in leaderEpoch (the answer
 // is stale). The epoch cache is kept in step (ApplyFollowerAction), the producer state
-// advances over appended batches and is rebuilt after a truncation, the high watermark
-// follows act.HighWatermark, and parked fetches are woken. It returns the log end offset.
+// advances over appended batches (markers included: an ABORT goes to this replica's
+// transaction index) and is rebuilt after a truncation, the high watermark follows
+// act.HighWatermark, the last stable offset follows both, and parked fetches are woken. It
+// returns the log end offset.
 func (p *Partition) ApplyFollower(leaderEpoch int32, act FollowerAction) (leo int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -277,7 +281,9 @@ func (p *Partition) ApplyFollower(leaderEpoch int32, act FollowerAction) (leo in
 			if herr != nil {
 				break // ApplyFollowerAction appended them: they parse
 			}
-			p.mu.producers.Update(&h)
+			if aerr := p.applyBatch(p.mu.producers, &h, act.Append[off:min(off+h.Size(), len(act.Append))]); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
 			off += h.Size()
 		}
 	}
@@ -295,7 +301,8 @@ func (p *Partition) ApplyFollower(leaderEpoch int32, act FollowerAction) (leo in
 		p.hw.Store(hw)
 		p.log.SetHighWatermark(hw)
 	}
-	if leo != before || len(act.Append) > 0 || act.HighWatermark >= 0 {
+	lsoMoved := p.publishLSOLocked()
+	if leo != before || len(act.Append) > 0 || act.HighWatermark >= 0 || lsoMoved {
 		p.notify()
 	}
 	return leo, err
@@ -314,6 +321,7 @@ func (p *Partition) SetFollowerHighWatermark(hw int64) {
 	if hw > p.hw.Load() {
 		p.hw.Store(hw)
 		p.log.SetHighWatermark(hw)
+		p.publishLSOLocked()
 		p.notify()
 	}
 }

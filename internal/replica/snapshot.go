@@ -20,9 +20,16 @@ import (
 //
 // File format (big endian), ours:
 //
-//	magic "GPS1" | crc32c uint32 of the rest | count int32 | count × entry
-//	entry: producerId int64 | epoch int16 | lastTimestamp int64 | n int8 | n × batch
+//	magic "GPS2" | crc32c uint32 of the rest | count int32 | count × entry
+//	entry: producerId int64 | epoch int16 | lastTimestamp int64 | coordinatorEpoch int32 |
+//	       txnFirstOffset int64 | n int8 | n × batch
 //	batch: firstSeq int32 | lastSeq int32 | firstOffset int64 | lastOffset int64
+//
+// coordinatorEpoch is the last marker's (-1: none), txnFirstOffset the first offset of the
+// producer's ongoing transaction (-1: none), so that a restart keeps the last stable offset.
+// Transactions ended but not yet below the high watermark are not kept (neither are they in
+// Kafka's snapshots). "GPS1" (before transactions) is still read: its entries lack the two
+// fields and have no transaction.
 
 const snapshotSuffix = ".snapshot"
 
@@ -36,8 +43,8 @@ func snapshotName(dir string, offset int64) string {
 }
 
 func (s *ProducerState) encode() []byte {
-	b := make([]byte, 12, 12+len(s.m)*64)
-	copy(b, "GPS1")
+	b := make([]byte, 12, 12+len(s.m)*76)
+	copy(b, "GPS2")
 	ids := make([]int64, 0, len(s.m))
 	for id := range s.m {
 		ids = append(ids, id)
@@ -49,6 +56,8 @@ func (s *ProducerState) encode() []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.txnFirstOffset))
 		b = append(b, byte(len(e.batches)))
 		for _, m := range e.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(m.FirstSeq))
@@ -62,20 +71,30 @@ func (s *ProducerState) encode() []byte {
 }
 
 func decodeSnapshot(b []byte) (*ProducerState, error) {
-	if len(b) < 12 || string(b[:4]) != "GPS1" || binary.BigEndian.Uint32(b[4:]) != crc32.Checksum(b[8:], crcTable) {
+	if len(b) < 12 || (string(b[:4]) != "GPS1" && string(b[:4]) != "GPS2") || binary.BigEndian.Uint32(b[4:]) != crc32.Checksum(b[8:], crcTable) {
 		return nil, errBadSnapshot
+	}
+	txn := string(b[:4]) == "GPS2"
+	head := 19 // entry bytes before the batches
+	if txn {
+		head = 31
 	}
 	n := int(binary.BigEndian.Uint32(b[8:]))
 	b = b[12:]
 	s := NewProducerState()
 	for i := 0; i < n; i++ {
-		if len(b) < 19 {
+		if len(b) < head {
 			return nil, errBadSnapshot
 		}
 		id := int64(binary.BigEndian.Uint64(b))
-		e := &producerEntry{epoch: int16(binary.BigEndian.Uint16(b[8:])), lastTimestamp: int64(binary.BigEndian.Uint64(b[10:]))}
-		nb := int(b[18])
-		b = b[19:]
+		e := newProducerEntry(int16(binary.BigEndian.Uint16(b[8:])))
+		e.lastTimestamp = int64(binary.BigEndian.Uint64(b[10:]))
+		if txn {
+			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(b[18:]))
+			e.txnFirstOffset = int64(binary.BigEndian.Uint64(b[22:]))
+		}
+		nb := int(b[head-1])
+		b = b[head:]
 		if nb > maxBatchesPerProducer || len(b) < nb*24 {
 			return nil, errBadSnapshot
 		}
@@ -90,6 +109,7 @@ func decodeSnapshot(b []byte) (*ProducerState, error) {
 		}
 		s.m[id] = e
 	}
+	s.rebuildIndexes()
 	return s, nil
 }
 

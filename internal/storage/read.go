@@ -146,6 +146,13 @@ func (s *segment) read(offset, maxBytes, maxOffset int64, minOneBatch, skipEmpty
 // returns it. It holds no lock while fn runs (so fn may call the Log), but the segments it
 // walks stay open.
 func (l *Log) ScanBatches(from int64, fn func(h batch.Header) error) error {
+	return l.ScanBatchesControl(from, func(h batch.Header, _ []byte) error { return fn(h) })
+}
+
+// ScanBatchesControl is ScanBatches that also reads each control batch (a transaction marker)
+// whole: fn gets its bytes as control (valid only during the call), nil for other batches.
+// The replica layer replays markers from it.
+func (l *Log) ScanBatchesControl(from int64, fn func(h batch.Header, control []byte) error) error {
 	type span struct {
 		s          *segment
 		start, end int64
@@ -187,6 +194,7 @@ func (l *Log) ScanBatches(from int64, fn func(h batch.Header) error) error {
 			sp.s.decRef()
 		}
 	}()
+	var ctrl []byte
 	for _, sp := range spans {
 		for pos := sp.start; pos < sp.end; {
 			h, err := sp.s.readHeader(pos, buf)
@@ -194,7 +202,17 @@ func (l *Log) ScanBatches(from int64, fn func(h batch.Header) error) error {
 				return err
 			}
 			if h.LastOffset() >= from {
-				if err := fn(h); err != nil {
+				var control []byte
+				if h.IsControl() {
+					if cap(ctrl) < h.Size() {
+						ctrl = make([]byte, h.Size())
+					}
+					control = ctrl[:h.Size()]
+					if _, err := sp.s.log.ReadAt(control, pos); err != nil {
+						return err
+					}
+				}
+				if err := fn(h, control); err != nil {
 					return err
 				}
 			}
