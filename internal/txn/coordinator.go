@@ -1,0 +1,573 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/storage"
+)
+
+// Coordinator is the broker's transaction coordinator: one Shard per __transaction_state
+// partition this broker leads, each behind its own lock, with its records appended to that
+// partition in the leader epoch it was elected in (so the partition fences a coordinator
+// that lost the leadership; that leader epoch is also the coordinator epoch its markers
+// carry). Leadership arrives with Elect and leaves with Resign (leadership.go); a
+// transactional id whose partition has no shard here is answered NOT_COORDINATOR.
+//
+// Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
+// guards its core, its timer and its pending appends. The two are never held together, and
+// no lock is held while a reply is delivered, while waiting for one, while a producer id is
+// fetched or while markers are sent. A shard's appends are made under its mu (so its log
+// holds the core's writes in the order the core made them) and their replication is awaited
+// without it by the shard's committer goroutine, which reports the outcomes to the core in
+// append order; so an InitProducerId, AddPartitionsToTxn or EndTxn is answered only once its
+// record is on the ISR, as Kafka's coordinator appends with acks=-1. Markers are sent by one
+// goroutine per attempt, which reports to the core under mu.
+type Coordinator struct {
+	cfg       Config
+	replicas  *replica.Manager
+	log       *slog.Logger
+	now       func() time.Time
+	ensure    func(create bool) (int32, error)
+	pids      func(ctx context.Context) (int64, error)
+	markers   MarkerSender
+	groupPart func(groupID string) (int32, error)
+	exists    func(topic string, partition int32) bool
+	manual    bool
+
+	ctx    context.Context // cancelled by Close: stops loading and marker sends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // loading and marker goroutines; Add under a shard's mu while it is not gone, or under mu
+
+	createMu sync.Mutex // serialises creating __transaction_state
+	mu       struct {
+		sync.Mutex
+		partitions int32            // __transaction_state's partition count; 0 until known
+		shards     map[int32]*shard // the partitions this broker leads, loading or loaded
+		epochs     map[int32]int32  // per partition, the newest leader epoch Elect or Resign saw
+		closed     bool
+	}
+}
+
+// Options wire a Coordinator into its broker.
+type Options struct {
+	Config   Config
+	Replicas *replica.Manager
+	Log      *slog.Logger
+	Now      func() time.Time // nil: time.Now
+	// Manual: the broker reports leadership of __transaction_state partitions with Elect and
+	// Resign; false: a single node, which leads every partition open in Replicas (Start, or
+	// the first request, elects them all), as group.Options.Manual.
+	Manual bool
+	// EnsureTopic returns the partition count of __transaction_state, or 0 if it does not
+	// exist; with create it first creates the topic if it is missing.
+	EnsureTopic func(create bool) (int32, error)
+	// ProducerIDs returns a fresh producer id (an error wrapping a *kerr.Error is answered
+	// with that code, any other with COORDINATOR_NOT_AVAILABLE).
+	ProducerIDs func(ctx context.Context) (int64, error)
+	Markers     MarkerSender
+	// GroupPartition is the __consumer_offsets partition of a group (AddOffsetsToTxn adds it).
+	GroupPartition func(groupID string) (int32, error)
+	// PartitionExists reports whether a partition exists (AddPartitionsToTxn answers
+	// UNKNOWN_TOPIC_OR_PARTITION for one that does not, as Kafka); nil: every one does.
+	PartitionExists func(topic string, partition int32) bool
+}
+
+// shard is one __transaction_state partition's coordinator for one term of leadership: a
+// new Elect makes a new shard, and an unloaded shard is never used again.
+type shard struct {
+	index  int32
+	epoch  int32 // the leader epoch it was elected in: its appends and markers carry it
+	part   *replica.Partition
+	ctx    context.Context // cancelled when the shard is unloaded
+	cancel context.CancelFunc
+	failed atomic.Bool // loading failed: the partition's ids are unavailable
+	mu     struct {
+		sync.Mutex
+		core  *Shard // nil while loading and once unloaded
+		timer *time.Timer
+		armed int64 // the deadline the timer is set for; 0: none
+		// gone is set when the shard is unloaded: what later requests get.
+		gone *kerr.Error
+		// pending are the appends not yet reported to the core, in append order; only the
+		// head's outcome is awaited (by the committer).
+		pending    []*pendingAppend
+		committing bool // the committer goroutine runs
+	}
+	committer sync.WaitGroup
+}
+
+// pendingAppend is an append made for one Write of the core, awaiting its report.
+type pendingAppend struct {
+	id       uint64
+	wait     <-chan error // the partition's answer for the acks=all wait; nil once decided
+	err      error        // the outcome, once decided
+	backstop time.Time    // give up on wait then, should the partition's deadline not fire
+}
+
+// NewCoordinator creates a coordinator; Start loads existing transactional ids.
+func NewCoordinator(o Options) *Coordinator {
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic,
+		pids: o.ProducerIDs, markers: o.Markers, groupPart: o.GroupPartition, exists: o.PartitionExists, manual: o.Manual}
+	c.cfg.defaults()
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.shards = map[int32]*shard{}
+	c.mu.epochs = map[int32]int32{}
+	return c
+}
+
+// Start starts the coordinator. Without Options.Manual it elects every partition of an
+// existing __transaction_state open locally and loads them in the background (their ids
+// answer COORDINATOR_LOAD_IN_PROGRESS meanwhile). With Options.Manual it does nothing.
+func (c *Coordinator) Start() error {
+	if c.manual {
+		return nil
+	}
+	n, err := c.ensure(false)
+	if err != nil || n <= 0 {
+		return err
+	}
+	shards, err := c.attach(n)
+	if err != nil {
+		return err
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.loadAll(shards)
+	}()
+	return nil
+}
+
+var errClosed = errors.New("txn coordinator: closed")
+
+// Close unloads every shard (waiting requests are answered COORDINATOR_NOT_AVAILABLE), stops
+// the timers, loading and marker sends, and waits for their goroutines.
+func (c *Coordinator) Close() {
+	c.cancel()
+	c.mu.Lock()
+	c.mu.closed = true
+	shards := c.mu.shards
+	c.mu.shards = map[int32]*shard{}
+	c.mu.Unlock()
+	for _, sh := range shards {
+		c.unload(sh, kerr.CoordinatorNotAvailable)
+	}
+	c.wg.Wait()
+}
+
+func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
+
+// shardFor returns the shard coordinating transactional id: NOT_COORDINATOR if its partition
+// is not led here, COORDINATOR_NOT_AVAILABLE if __transaction_state cannot be created or the
+// coordinator is closed.
+func (c *Coordinator) shardFor(id string) (*shard, *kerr.Error) {
+	n, err := c.partitionCount()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	sh, closed := c.mu.shards[PartitionFor(id, n)], c.mu.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return nil, kerr.CoordinatorNotAvailable
+	case sh == nil:
+		return nil, kerr.NotCoordinator
+	}
+	return sh, nil
+}
+
+// partitionCount returns __transaction_state's partition count, creating the topic on first
+// use.
+func (c *Coordinator) partitionCount() (int32, *kerr.Error) {
+	c.mu.Lock()
+	n, closed := c.mu.partitions, c.mu.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return 0, kerr.CoordinatorNotAvailable
+	case n > 0:
+		return n, nil
+	}
+	n, err := c.create()
+	if err != nil {
+		c.log.Error("creating the transaction coordinator's topic failed", "topic", TopicName, "err", err)
+		return 0, kerr.CoordinatorNotAvailable
+	}
+	return n, nil
+}
+
+// create makes __transaction_state (or finds it made), learns its partition count and,
+// without Options.Manual, elects and loads its local partitions.
+func (c *Coordinator) create() (int32, error) {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	c.mu.Lock()
+	n := c.mu.partitions
+	c.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	n, err := c.ensure(true)
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 {
+		return 0, fmt.Errorf("txn coordinator: %s has no partitions", TopicName)
+	}
+	shards, err := c.attach(n)
+	if err != nil {
+		return 0, err
+	}
+	c.loadAll(shards)
+	return n, nil
+}
+
+// FindCoordinator reports whether this broker coordinates transactional id (creating
+// __transaction_state on first use): nil if it leads the id's partition (which may still be
+// loading), NOT_COORDINATOR if not, COORDINATOR_NOT_AVAILABLE if the topic cannot be created.
+func (c *Coordinator) FindCoordinator(id string) *kerr.Error {
+	_, err := c.shardFor(id)
+	return err
+}
+
+// PartitionFor is the __transaction_state partition coordinating id, or -1 while the topic
+// does not exist.
+func (c *Coordinator) PartitionFor(id string) int32 {
+	c.mu.Lock()
+	n := c.mu.partitions
+	c.mu.Unlock()
+	if n <= 0 {
+		var err error
+		if n, err = c.ensure(false); err != nil || n <= 0 {
+			return -1
+		}
+	}
+	return PartitionFor(id, n)
+}
+
+// step runs one input of the core under the shard's lock: the core's writes are appended,
+// its marker attempts started, and its replies delivered after the lock is released.
+func (c *Coordinator) step(sh *shard, in func(s *Shard, now int64) Ready) *kerr.Error {
+	sh.mu.Lock()
+	switch {
+	case sh.mu.gone != nil:
+		err := sh.mu.gone
+		sh.mu.Unlock()
+		return err
+	case sh.mu.core == nil && sh.failed.Load():
+		sh.mu.Unlock()
+		return kerr.CoordinatorNotAvailable
+	case sh.mu.core == nil:
+		sh.mu.Unlock()
+		return kerr.CoordinatorLoadInProgress
+	}
+	now := c.nowMs()
+	r := c.persistLocked(sh, in(sh.mu.core, now), now)
+	c.armLocked(sh)
+	sh.mu.Unlock()
+	c.deliver(r)
+	return nil
+}
+
+// persistLocked appends each Write of r, starts each marker attempt, reports the outcomes
+// already decided, and returns the replies and warnings to deliver.
+func (c *Coordinator) persistLocked(sh *shard, r Ready, now int64) Ready {
+	out := Ready{Replies: r.Replies, Warnings: r.Warnings}
+	for _, w := range r.Writes {
+		c.appendLocked(sh, w, now)
+	}
+	for _, m := range r.Markers {
+		c.sendLocked(sh, m)
+	}
+	c.reportLocked(sh, &out, now)
+	return out
+}
+
+func (c *Coordinator) appendLocked(sh *shard, w Write, now int64) {
+	wait, err := c.append(sh, w.Records, now)
+	backstop := time.Now().Add(time.Duration(c.cfg.CommitTimeoutMs)*time.Millisecond + time.Second)
+	sh.mu.pending = append(sh.mu.pending, &pendingAppend{id: w.ID, wait: wait, err: err, backstop: backstop})
+}
+
+// reportLocked reports the decided appends at the head of pending to the core in append
+// order, handling what their callbacks return, and makes sure the committer awaits the rest.
+func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
+	for len(sh.mu.pending) > 0 && sh.mu.pending[0].wait == nil {
+		pa := sh.mu.pending[0]
+		sh.mu.pending = sh.mu.pending[1:]
+		if pa.err != nil {
+			c.log.Warn("transaction coordinator append failed", "partition", sh.index, "err", pa.err)
+		}
+		next := sh.mu.core.Written(now, pa.id, pa.err)
+		out.Replies = append(out.Replies, next.Replies...)
+		out.Warnings = append(out.Warnings, next.Warnings...)
+		for _, w := range next.Writes {
+			c.appendLocked(sh, w, now)
+		}
+		for _, m := range next.Markers {
+			c.sendLocked(sh, m)
+		}
+	}
+	if len(sh.mu.pending) > 0 && !sh.mu.committing {
+		sh.mu.committing = true
+		sh.committer.Add(1)
+		go c.commit(sh)
+	}
+}
+
+// commit is the shard's committer: it awaits the oldest pending append without the lock,
+// then reports it (and the decided ones behind it), until nothing is pending or the shard is
+// unloaded.
+func (c *Coordinator) commit(sh *shard) {
+	defer sh.committer.Done()
+	for {
+		sh.mu.Lock()
+		if sh.mu.gone != nil || len(sh.mu.pending) == 0 {
+			sh.mu.committing = false
+			sh.mu.Unlock()
+			return
+		}
+		head := sh.mu.pending[0]
+		sh.mu.Unlock()
+		err := appendError(awaitCommit(sh.ctx, head.wait, time.Until(head.backstop)))
+		sh.mu.Lock()
+		if sh.mu.gone != nil {
+			sh.mu.committing = false
+			sh.mu.Unlock()
+			return
+		}
+		head.wait, head.err = nil, err
+		var out Ready
+		now := c.nowMs()
+		c.reportLocked(sh, &out, now)
+		c.armLocked(sh)
+		sh.mu.Unlock()
+		c.deliver(out)
+	}
+}
+
+// sendLocked starts one marker attempt; its outcome is reported to the core under the lock.
+func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
+	c.wg.Add(1) // under sh.mu while the shard is not gone: before Close waits
+	go func() {
+		defer c.wg.Done()
+		var failed map[TopicPartition]error
+		if c.markers == nil {
+			failed = map[TopicPartition]error{}
+			for _, p := range job.Partitions {
+				failed[p] = errors.New("txn coordinator: no marker sender")
+			}
+		} else {
+			failed = c.markers.WriteMarkers(sh.ctx, job.Markers)
+		}
+		sh.mu.Lock()
+		if sh.mu.gone != nil || sh.mu.core == nil {
+			sh.mu.Unlock()
+			return
+		}
+		now := c.nowMs()
+		r := c.persistLocked(sh, sh.mu.core.MarkersWritten(now, job.ID, failed), now)
+		c.armLocked(sh)
+		sh.mu.Unlock()
+		c.deliver(r)
+	}()
+}
+
+// append writes records to the shard's partition as one batch, as its leader in the shard's
+// epoch with acks=all, and returns the wait for the ISR to have them, or the failure named
+// with the Kafka error the core maps. The wait is bounded by Config.CommitTimeoutMs (the
+// partition's purgatory, and the committer's backstop a second later), by a change of
+// leadership (the partition fails its waiting appends), and by the shard's unloading.
+func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error, error) {
+	brs := make([]batch.Record, len(recs))
+	for i, r := range recs {
+		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+	}
+	h := batch.Header{
+		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}
+	raw, err := batch.Build(h, brs, batch.CodecNone)
+	if err != nil {
+		return nil, err
+	}
+	if s := sh.part.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
+		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
+	}
+	hdr, err := batch.ParseHeader(raw)
+	if err != nil {
+		return nil, err
+	}
+	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, c.cfg.CommitTimeoutMs)
+	if err != nil {
+		return nil, appendError(err)
+	}
+	return res.Wait, nil
+}
+
+// awaitCommit waits for an acks=all append's outcome, at most backstop, or until ctx ends.
+func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
+	select {
+	case err := <-wait:
+		return err
+	default:
+	}
+	t := time.NewTimer(backstop)
+	defer t.Stop()
+	select {
+	case err := <-wait:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the coordinator resigned while its append waited for the ISR", replica.ErrNotLeaderOrFollower)
+	case <-t.C:
+		return fmt.Errorf("%w: no answer from the partition within %v", replica.ErrRequestTimedOut, backstop)
+	}
+}
+
+// appendError names an append failure with the Kafka error the core maps (writeError): a
+// partition no longer led here, or led in another epoch, or whose log was closed, is
+// NOT_LEADER_OR_FOLLOWER, which requests see as NOT_COORDINATOR.
+func appendError(err error) error {
+	var code *kerr.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &code):
+		return err
+	case errors.Is(err, replica.ErrNotLeaderOrFollower), errors.Is(err, replica.ErrFencedLeaderEpoch),
+		errors.Is(err, replica.ErrUnknownLeaderEpoch), errors.Is(err, storage.ErrLogClosed):
+		code = kerr.NotLeaderForPartition
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		code = kerr.NotEnoughReplicas
+	case errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):
+		code = kerr.NotEnoughReplicasAfterAppend
+	case errors.Is(err, replica.ErrRequestTimedOut):
+		code = kerr.RequestTimedOut
+	case errors.Is(err, storage.ErrLogOffline):
+		code = kerr.KafkaStorageError
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %v", code, err)
+}
+
+// armLocked points the shard's timer at the core's next deadline.
+func (c *Coordinator) armLocked(sh *shard) {
+	next, ok := sh.mu.core.NextDeadline()
+	if !ok {
+		if sh.mu.timer != nil {
+			sh.mu.timer.Stop()
+		}
+		sh.mu.armed = 0
+		return
+	}
+	if next == sh.mu.armed {
+		return
+	}
+	sh.mu.armed = next
+	d := time.Until(time.UnixMilli(next))
+	if sh.mu.timer == nil {
+		sh.mu.timer = time.AfterFunc(d, func() { c.tick(sh) })
+	} else {
+		sh.mu.timer.Reset(d)
+	}
+}
+
+// tick feeds the clock to the core: timed-out transactions, expired ids, marker retries.
+func (c *Coordinator) tick(sh *shard) {
+	sh.mu.Lock()
+	if sh.mu.gone != nil || sh.mu.core == nil {
+		sh.mu.Unlock()
+		return
+	}
+	now := c.nowMs()
+	r := c.persistLocked(sh, sh.mu.core.Tick(now), now)
+	sh.mu.armed = 0
+	c.armLocked(sh)
+	sh.mu.Unlock()
+	c.deliver(r)
+}
+
+// deliver hands each reply to its waiting request and logs the warnings.
+func (c *Coordinator) deliver(r Ready) {
+	for _, rep := range r.Replies {
+		ch := rep.To.(chan any)
+		select {
+		case ch <- rep.Msg:
+		default:
+			c.log.Error("transaction coordinator answered a request twice", "msg", fmt.Sprintf("%T", rep.Msg))
+		}
+	}
+	for _, w := range r.Warnings {
+		c.log.Warn("transaction coordinator", "err", w)
+	}
+}
+
+// call runs one request for transactional id and waits for its answer; err is set when the
+// request never reached the core or the caller gave up. A request that needs a fresh
+// producer id gets one (without any lock) and runs again.
+func (c *Coordinator) call(ctx context.Context, id string, in func(s *Shard, now int64, w Waiter, fresh int64) Ready) (any, *kerr.Error) {
+	fresh := int64(-1)
+	for attempt := 0; ; attempt++ {
+		sh, err := c.shardFor(id)
+		if err != nil {
+			return nil, err
+		}
+		w := make(chan any, 1)
+		need := false
+		if err := c.step(sh, func(s *Shard, now int64) Ready {
+			r := in(s, now, w, fresh)
+			need = r.NeedProducerID
+			return r
+		}); err != nil {
+			return nil, err
+		}
+		if !need {
+			select {
+			case msg := <-w:
+				return msg, nil
+			case <-ctx.Done():
+				return nil, kerr.CoordinatorNotAvailable
+			}
+		}
+		if attempt >= 3 || c.pids == nil {
+			return nil, kerr.CoordinatorNotAvailable
+		}
+		pid, perr := c.pids(ctx)
+		if perr != nil {
+			c.log.Warn("transaction coordinator could not get a producer id", "err", perr)
+			var ke *kerr.Error
+			if errors.As(perr, &ke) {
+				return nil, ke
+			}
+			return nil, kerr.CoordinatorNotAvailable
+		}
+		fresh = pid
+	}
+}
+
+// read runs f on id's shard under its lock, for requests that only read.
+func (c *Coordinator) read(id string, f func(s *Shard, now int64)) *kerr.Error {
+	sh, err := c.shardFor(id)
+	if err != nil {
+		return err
+	}
+	return c.step(sh, func(s *Shard, now int64) Ready { f(s, now); return Ready{} })
+}
