@@ -60,6 +60,7 @@ func TestTransactionsAcrossBrokers(t *testing.T) {
 	produceTo(true, "c0")
 	produceTo(false, "a0")
 	produceTo(true, "c1")
+	waitTxnComplete(t, addr, "spread-txn")
 
 	// Each partition: c0, marker, a0, marker, c1, marker once every marker is written.
 	for part := int32(0); part < 3; part++ {
@@ -85,7 +86,7 @@ func TestTransactionsAcrossBrokers(t *testing.T) {
 	}
 	id := "spread-txn"
 	for part := int32(0); part < 3; part++ {
-		leader := newClient(t, c.Node(leaders[part]).ClientAddr())
+		leader := v11Client(t, c.Node(leaders[part]).ClientAddr())
 		r := txnProduceRawTo(t, leader, &id, "spread", part, pid, epoch, 2)
 		if r.ErrorCode != kerr.InvalidTxnState.Code {
 			t.Fatalf("late write to partition %d on broker %d: %v, want INVALID_TXN_STATE", part, leaders[part], kerr.ErrorForCode(r.ErrorCode))

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/testutil"
@@ -34,6 +35,25 @@ func inTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
 	}
 	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
 		t.Fatalf("end (commit %v): %v", commit, err)
+	}
+}
+
+// waitTxnComplete waits until the coordinator has written every marker of the transactional
+// id's last transaction (EndTxn answers once the transaction is prepared; the markers follow).
+func waitTxnComplete(t *testing.T, addr, id string) {
+	t.Helper()
+	adm := newAdmin(t, addr) // DescribeTransactions goes to the id's coordinator
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := adm.DescribeTransactions(ctxT(t), id)
+		st := d[id]
+		if err == nil && st.Err == nil && (st.State == "CompleteCommit" || st.State == "CompleteAbort") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction of %s still %q after 10s (%v %v)", id, st.State, err, st.Err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, bounded by the deadline
 	}
 }
 
@@ -71,6 +91,7 @@ func TestTransactionsCommitAbort(t *testing.T) {
 	inTxn(t, p, true, "c0", "c1", "c2")
 	inTxn(t, p, false, "a0", "a1")
 	inTxn(t, p, true, "c3", "c4")
+	waitTxnComplete(t, b.Addr(), "txn-commit-abort")
 
 	committed := consumeUntil(t, b.Addr(), "txn", "c4", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if got := strings.Join(committed, ","); got != "c0,c1,c2,c3,c4" {
@@ -112,7 +133,7 @@ func TestTransactionsCommitAbort(t *testing.T) {
 	}
 
 	// A read_committed consumer parked at the LSO gets the records once they commit.
-	cl := newClient(t, b.Addr(), kgo.ConsumeTopics("txn"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	cl := newClient(t, b.Addr(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"txn": {0: kgo.NewOffset().At(10)}}))
 	got := make(chan []string, 1)
 	go func() {
@@ -164,6 +185,15 @@ func TestProduceForgedControlBatch(t *testing.T) {
 	}
 }
 
+// v11Client is a client that sends Produce at v11 at most: kgo raises a request's version
+// to the broker's newest, and from v12 (transaction version 2) a produce adds its partition
+// to the transaction instead of having it verified.
+func v11Client(t *testing.T, addr string) *kgo.Client {
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	return newClient(t, addr, kgo.MaxVersions(vs))
+}
+
 // txnProduceRaw sends one transactional batch of the producer to partition 0.
 func txnProduceRaw(t *testing.T, cl *kgo.Client, txnID *string, topic string, pid int64, epoch int16, seq int32) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
@@ -201,11 +231,12 @@ func TestLateTransactionalWriteRefused(t *testing.T) {
 	const id = "txn-late"
 	p := txnProducer(t, b.Addr(), id, "late")
 	inTxn(t, p, true, "v0", "v1")
+	waitTxnComplete(t, b.Addr(), id)
 	pid, epoch, err := p.ProducerID(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := newClient(t, b.Addr())
+	cl := v11Client(t, b.Addr())
 	txnID := id
 	if r := txnProduceRaw(t, cl, &txnID, "late", pid, epoch, 2); r.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Fatalf("late write with its transactional id: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(r.ErrorCode))
