@@ -131,6 +131,17 @@ func TestTransactionsCommitAbort(t *testing.T) {
 	if hw.Offset != 12 || lso.Offset != 10 {
 		t.Fatalf("open transaction: high watermark %d (want 12), LSO %d (want 10)", hw.Offset, lso.Offset)
 	}
+	// DescribeProducers shows the open transaction's first offset.
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "txn", Partitions: []int32{0}}}
+	pid, _, err := p.ProducerID(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dpp := request[*kmsg.DescribeProducersResponse](t, newClient(t, b.Addr()), dp).Topics[0].Partitions[0]
+	if dpp.ErrorCode != 0 || len(dpp.ActiveProducers) != 1 || dpp.ActiveProducers[0].ProducerID != pid || dpp.ActiveProducers[0].CurrentTxnStartOffset != 10 {
+		t.Fatalf("DescribeProducers during the open transaction: %v %+v", kerr.ErrorForCode(dpp.ErrorCode), dpp.ActiveProducers)
+	}
 
 	// A read_committed consumer parked at the LSO gets the records once they commit.
 	cl := newClient(t, b.Addr(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
