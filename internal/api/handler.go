@@ -99,7 +99,7 @@ func init() {
 		kmsg.LeaveGroup.Int16():              {0, 5, handleLeaveGroup},
 		kmsg.OffsetCommit.Int16():            {0, 9, handleOffsetCommit},
 		kmsg.OffsetFetch.Int16():             {0, 9, handleOffsetFetch},
-		kmsg.TxnOffsetCommit.Int16():         {0, 4, handleTxnOffsetCommit},
+		kmsg.TxnOffsetCommit.Int16():         {0, 5, handleTxnOffsetCommit},
 		kmsg.OffsetDelete.Int16():            {0, 0, handleOffsetDelete},
 		kmsg.DescribeGroups.Int16():          {0, 5, handleDescribeGroups},
 		kmsg.ListGroups.Int16():              {0, 5, handleListGroups},

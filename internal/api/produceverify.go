@@ -126,29 +126,40 @@ func anyTransactional(hdrs []batch.Header) bool {
 // verifyPartitions asks the coordinator of transactionalID about pending[check...] and
 // sets errs[i] for each partition it did not confirm, as the client is to be answered.
 func (h *Handler) verifyPartitions(ctx context.Context, version int16, transactionalID string, pid int64, epoch int16, pending []pendingAppend, check []int, errs []error) {
-	adds := version >= verifyAddsFromVersion
+	parts := make([]txn.TopicPartition, len(check))
+	for j, i := range check {
+		parts[j] = txn.TopicPartition{Topic: pending[i].p.Topic, Partition: pending[i].p.Index}
+	}
+	codes := h.txnPartitions(ctx, transactionalID, pid, epoch, version >= verifyAddsFromVersion, parts)
+	for j, i := range check {
+		if c := codes[parts[j]]; c != 0 {
+			errs[i] = verificationError(c, version)
+		}
+	}
+}
+
+// txnPartitions has the coordinator of transactionalID check (add false) or add (add
+// true: KIP-890 part 2) the partitions of the producer's transaction, and returns the error
+// code of each partition not confirmed (askTxnCoordinator). An add answered
+// CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being written) is
+// asked again every verifyRetryBackoffMs for up to verifyRetryMaxMs, as Kafka's
+// ReplicaManager does; a ctx that ends meanwhile is NETWORK_EXCEPTION.
+func (h *Handler) txnPartitions(ctx context.Context, transactionalID string, pid int64, epoch int16, add bool, parts []txn.TopicPartition) map[txn.TopicPartition]int16 {
 	start := time.Now()
-	var codes map[txn.TopicPartition]int16
 	for {
-		codes = h.askTxnCoordinator(ctx, transactionalID, pid, epoch, !adds, pending, check)
-		if !adds || time.Since(start) >= verifyRetryMaxMs*time.Millisecond || !anyCode(codes, kerr.ConcurrentTransactions.Code) {
-			break
+		codes := h.askTxnCoordinator(ctx, transactionalID, pid, epoch, !add, parts)
+		if !add || time.Since(start) >= verifyRetryMaxMs*time.Millisecond || !anyCode(codes, kerr.ConcurrentTransactions.Code) {
+			return codes
 		}
 		t := time.NewTimer(verifyRetryBackoffMs * time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			for _, i := range check {
-				errs[i] = verificationError(kerr.NetworkException.Code, version)
+			for _, p := range parts {
+				codes[p] = kerr.NetworkException.Code
 			}
-			return
-		}
-	}
-	for _, i := range check {
-		pa := &pending[i]
-		if c := codes[txn.TopicPartition{Topic: pa.p.Topic, Partition: pa.p.Index}]; c != 0 {
-			errs[i] = verificationError(c, version)
+			return codes
 		}
 	}
 }
@@ -162,16 +173,17 @@ func anyCode(codes map[txn.TopicPartition]int16, c int16) bool {
 	return false
 }
 
-// askTxnCoordinator sends one AddPartitionsToTxn (broker kind, v5) for the partitions and
-// returns the error code of each partition not confirmed, as Kafka's
+// askTxnCoordinator sends one AddPartitionsToTxn (broker kind, v5) for the partitions of
+// one transaction and returns the error code of each partition not confirmed, as Kafka's
 // AddPartitionsToTxnManager reads the answer (a top-level error is every partition's;
 // PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; an unreachable coordinator
-// NETWORK_EXCEPTION or COORDINATOR_NOT_AVAILABLE).
-func (h *Handler) askTxnCoordinator(ctx context.Context, transactionalID string, pid int64, epoch int16, verifyOnly bool, pending []pendingAppend, check []int) map[txn.TopicPartition]int16 {
-	codes := make(map[txn.TopicPartition]int16, len(check))
+// NETWORK_EXCEPTION or COORDINATOR_NOT_AVAILABLE). With verifyOnly the coordinator only
+// checks them (KIP-890 part 1), else it adds them (part 2: Produce v12, TxnOffsetCommit v5).
+func (h *Handler) askTxnCoordinator(ctx context.Context, transactionalID string, pid int64, epoch int16, verifyOnly bool, parts []txn.TopicPartition) map[txn.TopicPartition]int16 {
+	codes := make(map[txn.TopicPartition]int16, len(parts))
 	all := func(c int16) map[txn.TopicPartition]int16 {
-		for _, i := range check {
-			codes[txn.TopicPartition{Topic: pending[i].p.Topic, Partition: pending[i].p.Index}] = c
+		for _, p := range parts {
+			codes[p] = c
 		}
 		return codes
 	}
@@ -187,8 +199,7 @@ func (h *Handler) askTxnCoordinator(ctx context.Context, transactionalID string,
 	req.SetVersion(5)
 	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = transactionalID, pid, epoch, verifyOnly
-	for _, i := range check {
-		p := pending[i].p
+	for _, p := range parts {
 		ti := -1
 		for j := range tx.Topics {
 			if tx.Topics[j].Topic == p.Topic {
@@ -201,7 +212,7 @@ func (h *Handler) askTxnCoordinator(ctx context.Context, transactionalID string,
 			tx.Topics = append(tx.Topics, rt)
 			ti = len(tx.Topics) - 1
 		}
-		tx.Topics[ti].Partitions = append(tx.Topics[ti].Partitions, p.Index)
+		tx.Topics[ti].Partitions = append(tx.Topics[ti].Partitions, p.Partition)
 	}
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
 	var resp *kmsg.AddPartitionsToTxnResponse

@@ -16,9 +16,29 @@ import (
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
-// txnProducer is a transactional franz-go producer of topic.
-func txnProducer(t *testing.T, addr, id, topic string) *kgo.Client {
-	return newClient(t, addr, kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(10*time.Second))
+// txnProducer is a transactional franz-go producer of topic. As the broker finalizes
+// transaction.version 2, franz-go runs transactions of KIP-890 part 2 unless opts hold tv1.
+func txnProducer(t *testing.T, addr, id, topic string, opts ...kgo.Opt) *kgo.Client {
+	return newClient(t, addr, append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(10 * time.Second)}, opts...)...)
+}
+
+// tv1 caps a client below the requests of transaction version 2 (Produce v11, EndTxn v4,
+// TxnOffsetCommit v4): franz-go then runs the older protocol (AddPartitionsToTxn,
+// AddOffsetsToTxn, one epoch for every transaction), as a client that does not look at the
+// transaction.version feature does.
+func tv1() kgo.Opt {
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	vs.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	vs.SetMaxKeyVersion(kmsg.TxnOffsetCommit.Int16(), 4)
+	return kgo.MaxVersions(vs)
+}
+
+// transactionVersions runs test once for a client of transaction version 1 and once for
+// one of version 2.
+func transactionVersions(t *testing.T, test func(t *testing.T, opts ...kgo.Opt)) {
+	t.Run("tv1", func(t *testing.T) { test(t, tv1()) })
+	t.Run("tv2", func(t *testing.T) { test(t) })
 }
 
 // inTxn produces values in one transaction and commits or aborts it.
@@ -83,11 +103,16 @@ func consumeUntil(t *testing.T, addr, topic, last string, opts ...kgo.Opt) []str
 
 // A transactional producer commits and aborts: read_committed sees exactly the committed
 // records in order, read_uncommitted every record, and ListOffsets read_committed stops
-// at the first record of a transaction still open while the high watermark passes it.
+// at the first record of a transaction still open while the high watermark passes it. For
+// clients of transaction version 1 and 2.
 func TestTransactionsCommitAbort(t *testing.T) {
+	transactionVersions(t, testTransactionsCommitAbort)
+}
+
+func testTransactionsCommitAbort(t *testing.T, opts ...kgo.Opt) {
 	b := testutil.StartBroker(t)
 	createTopic(t, b.Addr(), "txn", 1, nil)
-	p := txnProducer(t, b.Addr(), "txn-commit-abort", "txn")
+	p := txnProducer(t, b.Addr(), "txn-commit-abort", "txn", opts...)
 	inTxn(t, p, true, "c0", "c1", "c2")
 	inTxn(t, p, false, "a0", "a1")
 	inTxn(t, p, true, "c3", "c4")
@@ -235,12 +260,14 @@ func txnProduceRequest(t *testing.T, txnID *string, topic string, part int32, pi
 
 // KIP-890: a transactional write arriving after its transaction ended (a late retry, a
 // zombie's batch) is refused INVALID_TXN_STATE, with or without the request's
-// transactional id, and opens no transaction: the LSO stays at the end of the log.
+// transactional id, and opens no transaction: the LSO stays at the end of the log. The
+// producer is of transaction version 1, whose next transaction has the same epoch (under
+// version 2 the late write's epoch is fenced: TestTransactionVersion2Raw).
 func TestLateTransactionalWriteRefused(t *testing.T) {
 	b := testutil.StartBroker(t)
 	createTopic(t, b.Addr(), "late", 1, nil)
 	const id = "txn-late"
-	p := txnProducer(t, b.Addr(), id, "late")
+	p := txnProducer(t, b.Addr(), id, "late", tv1())
 	inTxn(t, p, true, "v0", "v1")
 	waitTxnComplete(t, b.Addr(), id)
 	pid, epoch, err := p.ProducerID(ctxT(t))

@@ -20,6 +20,12 @@ import (
 // ones go). Errors per partition: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 // INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 // REQUEST_TIMED_OUT; the coordinator retries the ones that failed.
+//
+// v2's transaction_version (2 for a transaction of KIP-890 part 2) needs nothing else of
+// the partition: such a marker carries the epoch bumped at EndTxn, newer than the one the
+// transaction's batches were written in, and the partition's fencing (a marker older than
+// the producer's epoch is INVALID_PRODUCER_EPOCH) takes it as it takes any newer epoch;
+// the producer's writes in the old epoch are fenced from then on.
 
 // markerTimeout bounds a marker's replication wait (Kafka uses request.timeout.ms, 30 s).
 const markerTimeout = replica.DefaultAppendTimeoutMs

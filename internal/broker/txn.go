@@ -118,9 +118,9 @@ type markerSender struct {
 	peers *peers
 }
 
-// markerRequestVersion: WriteTxnMarkers v1 (flexible). v2 adds the marker's transaction
-// version, which Gregor's coordinators (transaction version 0/1) leave at 0.
-const markerRequestVersion = 1
+// markerRequestVersion: WriteTxnMarkers v2, which carries the transaction's version (2 for
+// a transaction of KIP-890 part 2, else 0), as Kafka 4.x's coordinators send it.
+const markerRequestVersion = 2
 
 func (s markerSender) WriteMarkers(ctx context.Context, m txn.Markers) map[txn.TopicPartition]error {
 	failed := map[txn.TopicPartition]error{}
@@ -152,6 +152,7 @@ func (s markerSender) WriteMarkers(ctx context.Context, m txn.Markers) map[txn.T
 		req.SetVersion(markerRequestVersion)
 		rm := kmsg.NewWriteTxnMarkersRequestMarker()
 		rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+		rm.TransactionVersion = int8(m.TransactionVersion)
 		for _, tp := range tps {
 			i := len(rm.Topics) - 1
 			if i < 0 || rm.Topics[i].Topic != tp.Topic {

@@ -34,8 +34,11 @@ import (
 // then on, before a marker can follow), not when it is replicated: a marker written while
 // the batch waits for the ISR finds them. A write that fails takes its offsets back out.
 
-// CommitTxnOffsets handles TxnOffsetCommit v0-v4 for the partitions the caller found to
-// exist (the api layer answers UNKNOWN_TOPIC_OR_PARTITION for the others). The reply, once
+// CommitTxnOffsets handles TxnOffsetCommit v0-v5 for the partitions the caller found to
+// exist (the api layer answers UNKNOWN_TOPIC_OR_PARTITION for the others). For v5
+// (transaction version 2) the caller has first had the transaction coordinator add the
+// group's partition to the transaction, the AddOffsetsToTxn such a client does not send;
+// the write is the same. The reply, once
 // the batch is appended and replicated, is a *kmsg.TxnOffsetCommitResponse mirroring the
 // request's topics and partitions.
 func (s *Shard) CommitTxnOffsets(now int64, w Waiter, req *kmsg.TxnOffsetCommitRequest) Ready {
