@@ -233,3 +233,74 @@ func TestTransactionVersion2Raw(t *testing.T) {
 		t.Fatalf("the group's offset: %d %v, want 2 (the committed transaction's; the aborted one's 99 dropped)", off, err)
 	}
 }
+
+// A consume-transform-produce loop with franz-go's GroupTransactSession, as a client of
+// transaction version 1 and of version 2 (franz-go runs version 2 once the broker finalizes
+// it: Produce v12 and TxnOffsetCommit v5 with no AddPartitionsToTxn or AddOffsetsToTxn,
+// an epoch bump at every EndTxn): the output holds each input record once under
+// read_committed and the group's offset moves with the transaction.
+func TestGroupTransactSession(t *testing.T) {
+	transactionVersions(t, testGroupTransactSession)
+}
+
+func testGroupTransactSession(t *testing.T, opts ...kgo.Opt) {
+	tv2 := len(opts) == 0
+	b := testutil.StartBroker(t, "offsets.topic.num.partitions=1", "transaction.state.log.num.partitions=1", "group.initial.rebalance.delay.ms=0")
+	createTopic(t, b.Addr(), "in", 1, nil)
+	createTopic(t, b.Addr(), "out", 1, nil)
+	in := newClient(t, b.Addr(), kgo.DefaultProduceTopic("in"))
+	produceSync(t, in, &kgo.Record{Value: []byte("r0")}, &kgo.Record{Value: []byte("r1")}, &kgo.Record{Value: []byte("r2")})
+
+	s, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
+		kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("ctp"), kgo.TransactionTimeout(10 * time.Second),
+		kgo.ConsumerGroup("ctp-group"), kgo.ConsumeTopics("in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic("out"),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx := ctxT(t)
+	copied, epochs := 0, map[int16]bool{}
+	for copied < 3 {
+		fs := s.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("copied %d of 3 records before the deadline", copied)
+		}
+		if err := s.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range fs.Records() {
+			if err := s.ProduceSync(ctx, &kgo.Record{Value: append([]byte("copy-"), r.Value...)}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			copied++
+		}
+		if _, err := s.End(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("end: %v", err)
+		}
+		if _, epoch, err := s.Client().ProducerID(ctx); err == nil {
+			epochs[epoch] = true
+		}
+	}
+	waitTxnComplete(t, b.Addr(), "ctp")
+	if got := strings.Join(consumeUntil(t, b.Addr(), "out", "copy-r2", kgo.FetchIsolationLevel(kgo.ReadCommitted())), ","); got != "copy-r0,copy-r1,copy-r2" {
+		t.Fatalf("read_committed output %s, want copy-r0,copy-r1,copy-r2", got)
+	}
+	offs, err := newAdmin(t, b.Addr()).FetchOffsets(ctx, "ctp-group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("in", 0); !ok || o.Err != nil || o.At != 3 {
+		t.Fatalf("the group's committed offset: %+v, want 3", o)
+	}
+	// Under version 2 every committed transaction ended with a new epoch; under version 1
+	// the epoch is the one InitProducerId gave.
+	_, epoch, err := s.Client().ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tv2 && epoch == 0 || !tv2 && epoch != 0 {
+		t.Fatalf("epoch %d after the transactions (seen %v): transaction version 2 %v", epoch, epochs, tv2)
+	}
+}
