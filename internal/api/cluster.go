@@ -80,6 +80,6 @@ func offlineReplicas(im *metadata.Image, p *metadata.Partition) []int32 {
 
 // TopicSettings resolves a topic's overrides into a partition's settings (for the broker's
 // metadata loop, which opens partitions as the image assigns them).
-func (h *Handler) TopicSettings(overrides map[string]string) (replica.Settings, error) {
-	return h.settings(overrides)
+func (h *Handler) TopicSettings(t *metadata.Topic) (replica.Settings, error) {
+	return h.topicSettings(t)
 }

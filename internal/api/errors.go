@@ -24,6 +24,13 @@ var (
 	errInvalidAssignment = errors.New("api: invalid replica assignment")
 	errDeleteDisabled    = errors.New("api: topic deletion is disabled (delete.topic.enable=false)")
 	errInvalidRequest    = errors.New("api: invalid request")
+	// Produce refuses control batches from clients (only coordinators write markers) and
+	// transactional batches without a producer id, as Kafka's LogValidator does.
+	errClientControlBatch = errors.New("api: clients may not write control batches")
+	errTxnWithoutProducer = errors.New("api: a transactional batch needs a producer id")
+	// errMixedProducers: a produce request whose transactional batches carry more than one
+	// producer id (Kafka's InvalidPidMappingException).
+	errMixedProducers = errors.New("api: transactional records of more than one producer id")
 )
 
 // unknownServerError is the code for errors with no Kafka meaning; callers log those.
@@ -48,7 +55,8 @@ func code(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, batch.ErrUnknownCodec):
 		return kerr.UnsupportedCompressionType.Code
-	case errors.Is(err, batch.ErrInvalidRecord), errors.Is(err, errLegacyInNewFormat):
+	case errors.Is(err, batch.ErrInvalidRecord), errors.Is(err, errLegacyInNewFormat),
+		errors.Is(err, errClientControlBatch), errors.Is(err, errTxnWithoutProducer):
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, batch.ErrUnsupportedMagic):
 		return kerr.UnsupportedForMessageFormat.Code
@@ -80,6 +88,12 @@ func code(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, replica.ErrInvalidEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, replica.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, replica.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
+	case errors.Is(err, errMixedProducers):
+		return kerr.InvalidProducerIDMapping.Code
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
 	case errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):

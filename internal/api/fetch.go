@@ -16,8 +16,11 @@ import (
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
-// Fetch v0-v17. Reads whole batches below the high watermark (the last stable offset is the
-// same: transactions are not served yet, so both isolation levels read up to it). When fewer
+// Fetch v0-v17. Reads whole batches below the high watermark; from v4 a consumer with
+// isolation_level read_committed reads only below the last stable offset (no batch of a
+// transaction still open), and its answer lists the aborted transactions that overlap the
+// range it may have read (from the segments' transaction indexes, Log.AbortedTxns), so it can
+// drop their records; every answer from v4 carries the last stable offset. When fewer
 // than min_bytes are available the request parks until a watched partition gets an append,
 // max_wait passes, or the connection closes (long poll). Total bytes are bounded by max_bytes
 // and the broker's fetch.max.bytes (responseMaxBytes) and each partition by its
@@ -62,6 +65,7 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 	if req.Version >= 15 {
 		f.replicaID = req.ReplicaState.ID
 	}
+	f.committed = f.replicaID < 0 && req.Version >= 4 && req.IsolationLevel == readCommitted
 	f.resolve()
 	f.maxBytes = responseMaxBytes(req, h.Cfg.Current().FetchMaxBytes, sizeHint(f.topics))
 	minBytes := min(req.MinBytes, f.maxBytes)
@@ -119,6 +123,7 @@ type fetch struct {
 	req       *kmsg.FetchRequest
 	maxBytes  int32
 	replicaID int32  // >= 0: a follower's fetch
+	committed bool   // a consumer's read_committed fetch (v4+): reads up to the last stable offset
 	rack      string // the consumer's rack when a preferred read replica may be chosen (KIP-392)
 	listener  string // the listener the consumer came in on (with rack)
 	im        *metadata.Image
@@ -273,7 +278,7 @@ func (f *fetch) read() (int, bool) {
 				anyErr = true
 				continue
 			}
-			fp.records, fp.file = nil, Part{}
+			fp.records, fp.file, fp.aborted = nil, Part{}, nil
 			fp.errCode = 0
 			if zstdRefused(f.req.Version, p) {
 				fp.errCode = kerr.UnsupportedCompressionType.Code
@@ -340,8 +345,11 @@ func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
 		if err := consumerCheck(p, epoch, f.req.Version); err != nil {
 			return err
 		}
-		hw := p.HighWatermark()
-		fp.hw, fp.lso, fp.logStart, fp.end = hw, hw, p.Log().LogStartOffset(), hw
+		hw, lso := p.HighWatermark(), p.LastStableOffset()
+		fp.hw, fp.lso, fp.logStart, fp.end = hw, lso, p.Log().LogStartOffset(), hw
+		if f.committed {
+			fp.end = lso
+		}
 		fp.leads, fp.leaderEpoch = leads, leaderEpoch
 		fp.preferred = -1
 		if leads && f.rack != "" {
@@ -352,8 +360,7 @@ func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
 	if f.reread && p.CheckLeader(epoch) == nil {
 		// Woken from parking: the follower's position (recorded on the first read) and the
 		// divergence check (passed then) stand; only the log's bounds moved.
-		hw := p.HighWatermark()
-		fp.hw, fp.lso, fp.logStart, fp.end = hw, hw, p.Log().LogStartOffset(), p.Log().LogEndOffset()
+		fp.hw, fp.lso, fp.logStart, fp.end = p.HighWatermark(), p.LastStableOffset(), p.Log().LogStartOffset(), p.Log().LogEndOffset()
 		return nil
 	}
 	lastFetched, logStart := int32(-1), int64(-1)
@@ -367,7 +374,7 @@ func (f *fetch) check(p *replica.Partition, rp *kmsg.FetchRequestTopicPartition,
 	if err != nil {
 		return err
 	}
-	fp.hw, fp.lso, fp.logStart, fp.end = st.HighWatermark, st.HighWatermark, st.LogStartOffset, st.LogEndOffset
+	fp.hw, fp.lso, fp.logStart, fp.end = st.HighWatermark, min(p.LastStableOffset(), st.HighWatermark), st.LogStartOffset, st.LogEndOffset
 	if d := st.Diverging; d != nil && f.req.Version >= 12 {
 		fp.diverging, fp.divergingEpoch, fp.divergingEnd = true, d.Epoch, d.EndOffset
 	}
@@ -408,6 +415,15 @@ func (f *fetch) readPartition(p *replica.Partition, fp *fetchPartition, offset i
 	if s.Size == 0 {
 		s.Release()
 		return 0, nil
+	}
+	if f.committed {
+		// Kafka bounds the range by the end of the fetched bytes; the end of what the fetch
+		// may read (the last stable offset) is a superset clients handle the same way: an
+		// entry past their records matches nothing they were given.
+		if fp.aborted, err = p.Log().AbortedTxns(offset, fp.end); err != nil {
+			s.Release()
+			return 0, err
+		}
 	}
 	if f.req.Version <= 3 || s.File.OSFile() == nil {
 		defer s.Release()
@@ -450,6 +466,11 @@ func (f *fetch) moved(p *replica.Partition, fp *fetchPartition) bool {
 	}
 	if leads != fp.leads || leaderEpoch != fp.leaderEpoch {
 		return true
+	}
+	if f.committed {
+		// The last stable offset moves when the high watermark passes a marker or records
+		// outside transactions; both wake parked fetches (notify), which re-check here.
+		return p.LastStableOffset() > fp.end
 	}
 	return p.HighWatermark() > fp.end
 }

@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/binary"
+
+	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // The Fetch response is the one body Gregor encodes itself, so that record bytes can be sent
@@ -28,6 +30,8 @@ type fetchPartition struct {
 	end       int64  // read up to here (a consumer's high watermark, a follower's log end)
 	records   []byte // heap records (down-converted, or read without an OS file)
 	file      Part   // records sent from a file (File != nil)
+	// aborted: the aborted transactions overlapping a read_committed read (v4+); nil: none.
+	aborted []storage.AbortedTxn
 	// preferred: the replica the leader directs the consumer to read from instead (v11+,
 	// KIP-392), no records; -1: none.
 	preferred int32
@@ -81,6 +85,7 @@ const (
 	fetchPartitionOverhead = 4 + 2 + 8 + 8 + 8 + 4 + 4 + 5 + 1 + 15
 	fetchTopicOverhead     = 16 + 5 + 5 + 1 // id or name length, array length, tags
 	fetchResponseOverhead  = 4 + 2 + 4 + 5 + 1
+	abortedTxnBytes        = 8 + 8 + 1 // producer id, first offset, tags
 )
 
 // sizeHint bounds the encoded body's byte parts, so the buffer is allocated once.
@@ -90,7 +95,7 @@ func sizeHint(topics []fetchTopic) int {
 		t := &topics[ti]
 		n += fetchTopicOverhead + len(t.name) + len(t.parts)*fetchPartitionOverhead
 		for pi := range t.parts {
-			n += len(t.parts[pi].records)
+			n += len(t.parts[pi].records) + len(t.parts[pi].aborted)*abortedTxnBytes
 		}
 	}
 	return n
@@ -201,7 +206,18 @@ func (e *fetchEncoder) encode(version int16, errCode int16, sessionID int32, top
 				e.i64(p.logStart)
 			}
 			if version >= 4 {
-				e.nullArray() // no aborted transactions
+				if len(p.aborted) == 0 {
+					e.nullArray()
+				} else {
+					e.arrayLen(len(p.aborted))
+					for _, a := range p.aborted {
+						e.i64(a.ProducerID)
+						e.i64(a.FirstOffset)
+						if e.flex {
+							e.tags()
+						}
+					}
+				}
 			}
 			if version >= 11 {
 				e.i32(p.preferred)

@@ -10,9 +10,11 @@ import (
 )
 
 // FindCoordinator v0-v6: the broker coordinating a group (key type 0) is the leader of its
-// __consumer_offsets partition, whichever broker that is; the topic is created on first use
-// (COORDINATOR_NOT_AVAILABLE meanwhile: the client retries). v4+ asks for a batch of keys. Transaction coordinators (key type 1) do not exist yet:
-// COORDINATOR_NOT_AVAILABLE. Other key types are INVALID_REQUEST.
+// __consumer_offsets partition, and the one coordinating a transactional id (key type 1) the
+// leader of its __transaction_state partition (txn.PartitionFor), whichever broker that is;
+// each topic is created on first use with its coordinator's settings
+// (COORDINATOR_NOT_AVAILABLE meanwhile: the client retries). v4+ asks for a batch of keys.
+// Other key types are INVALID_REQUEST.
 
 const (
 	coordinatorGroup       = 0
@@ -34,17 +36,17 @@ func handleFindCoordinator(h *Handler, _ context.Context, conn *Conn, r kmsg.Req
 		switch req.CoordinatorType {
 		case coordinatorGroup:
 			node, err = h.groupCoordinator(key)
-			if err == nil {
-				if host, port, ok := h.Meta.Image().Endpoint(node, h.listenerOf(conn)); ok {
-					c.NodeID, c.Host, c.Port = node, host, port
-				} else {
-					err = kerr.CoordinatorNotAvailable
-				}
-			}
 		case coordinatorTransaction:
-			err = kerr.CoordinatorNotAvailable
+			node, err = h.txnCoordinator(key)
 		default:
 			err = kerr.InvalidRequest
+		}
+		if err == nil {
+			if host, port, ok := h.Meta.Image().Endpoint(node, h.listenerOf(conn)); ok {
+				c.NodeID, c.Host, c.Port = node, host, port
+			} else {
+				err = kerr.CoordinatorNotAvailable
+			}
 		}
 		if err != nil {
 			c.ErrorCode, c.ErrorMessage = err.Code, &err.Message

@@ -163,10 +163,10 @@ func rawFetchOffset(c *groupConn, v int16, group, topic string) int64 {
 }
 
 // FindCoordinator at every version: this node for groups (batched keys from v4), creating
-// the internal __consumer_offsets topic; COORDINATOR_NOT_AVAILABLE for transactions;
-// INVALID_REQUEST for other key types.
+// the internal __consumer_offsets topic, and for transactional ids, creating
+// __transaction_state with Kafka's configs; INVALID_REQUEST for other key types.
 func TestFindCoordinator(t *testing.T) {
-	b := testutil.StartBroker(t, append(groupBroker, "offsets.topic.num.partitions=7")...)
+	b := testutil.StartBroker(t, append(groupBroker, "offsets.topic.num.partitions=7", "transaction.state.log.num.partitions=5", "transaction.state.log.segment.bytes=1048576")...)
 	c := dialGroupConn(t, b.Addr())
 	addr := b.Broker.Addr().(*net.TCPAddr)
 	host, port := addr.IP.String(), int32(addr.Port)
@@ -186,8 +186,27 @@ func TestFindCoordinator(t *testing.T) {
 	}
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorKey, req.CoordinatorType = "txn", 1
-	if r := c.do(req, 3).(*kmsg.FindCoordinatorResponse); r.ErrorCode != kerr.CoordinatorNotAvailable.Code || r.NodeID != -1 {
+	if r := c.do(req, 3).(*kmsg.FindCoordinatorResponse); r.ErrorCode != 0 || r.NodeID != 1 || r.Port != port {
 		t.Fatalf("transaction coordinator: %+v", r)
+	}
+	tmd := kmsg.NewPtrMetadataRequest()
+	tmd.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("__transaction_state")}}
+	if mr := c.do(tmd, 12).(*kmsg.MetadataResponse); len(mr.Topics) != 1 || !mr.Topics[0].IsInternal || len(mr.Topics[0].Partitions) != 5 {
+		t.Fatalf("__transaction_state metadata: %+v", mr.Topics)
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "__transaction_state"}}
+	want := map[string]string{"cleanup.policy": "compact", "compression.type": "uncompressed", "min.insync.replicas": "1", "segment.bytes": "1048576", "unclean.leader.election.enable": "false"}
+	for _, cfg := range c.do(dc, 4).(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+		if w, ok := want[cfg.Name]; ok {
+			if cfg.Value == nil || *cfg.Value != w {
+				t.Errorf("__transaction_state %s = %v, want %s", cfg.Name, cfg.Value, w)
+			}
+			delete(want, cfg.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("__transaction_state configs missing: %v", want)
 	}
 	req.CoordinatorKeys, req.CoordinatorType = []string{"a"}, 9
 	if r := c.do(req, 4).(*kmsg.FindCoordinatorResponse); r.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code {

@@ -17,6 +17,7 @@ import (
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
+	"github.com/gregor-project/gregor/internal/txn"
 )
 
 // Handler is the broker's request handler. It is safe for concurrent use by every connection.
@@ -28,6 +29,12 @@ type Handler struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 	Groups   *group.Coordinator
+	// Txns is the transaction coordinator (internal/txn); nil answers every transactional
+	// request COORDINATOR_NOT_AVAILABLE.
+	Txns *txn.Coordinator
+	// Brokers reaches other brokers on the inter-broker listener (produce's transaction
+	// verification asks a remote coordinator through it); nil when there are none to reach.
+	Brokers BrokerChannel
 	// Controller carries requests to the active controller of the quorum (admin requests
 	// are forwarded there, AllocateProducerIds, ...). Nil only in tests of the single-node
 	// paths that never reach it.
@@ -51,6 +58,12 @@ type Handler struct {
 type ControllerChannel interface {
 	Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	ActiveController() int32 // node id, -1 when unknown
+}
+
+// BrokerChannel sends a request to another broker of the cluster on the inter-broker
+// listener (internal/broker's pool of wire connections), at the version set on req.
+type BrokerChannel interface {
+	Request(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error)
 }
 
 // api is one served API key: its version range and handler.
@@ -86,12 +99,20 @@ func init() {
 		kmsg.LeaveGroup.Int16():              {0, 5, handleLeaveGroup},
 		kmsg.OffsetCommit.Int16():            {0, 9, handleOffsetCommit},
 		kmsg.OffsetFetch.Int16():             {0, 9, handleOffsetFetch},
+		kmsg.TxnOffsetCommit.Int16():         {0, 5, handleTxnOffsetCommit},
 		kmsg.OffsetDelete.Int16():            {0, 0, handleOffsetDelete},
 		kmsg.DescribeGroups.Int16():          {0, 5, handleDescribeGroups},
 		kmsg.ListGroups.Int16():              {0, 5, handleListGroups},
 		kmsg.DeleteGroups.Int16():            {0, 2, handleDeleteGroups},
 		kmsg.ConsumerGroupHeartbeat.Int16():  {0, 1, handleConsumerGroupHeartbeat},
 		kmsg.ConsumerGroupDescribe.Int16():   {0, 1, handleConsumerGroupDescribe},
+		kmsg.AddPartitionsToTxn.Int16():      {0, 5, handleAddPartitionsToTxn},
+		kmsg.AddOffsetsToTxn.Int16():         {0, 4, handleAddOffsetsToTxn},
+		kmsg.EndTxn.Int16():                  {0, 5, handleEndTxn},
+		kmsg.WriteTxnMarkers.Int16():         {0, 2, handleWriteTxnMarkers},
+		kmsg.DescribeTransactions.Int16():    {0, 0, handleDescribeTransactions},
+		kmsg.ListTransactions.Int16():        {0, 2, handleListTransactions},
+		kmsg.DescribeProducers.Int16():       {0, 0, handleDescribeProducers},
 	}
 }
 

@@ -12,15 +12,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// InitProducerId v0-v5 for idempotent producers: every call hands out a fresh producer id
+// InitProducerId v0-v5. With a transactional id the request goes to the transaction
+// coordinator (internal/txn), which answers it whole: the id's producer id with a bumped
+// epoch, fencing older ones, NOT_COORDINATOR on a broker that does not coordinate the id.
+// For idempotent producers (no transactional id) every call hands out a fresh producer id
 // with epoch 0. Ids come from blocks the controller allocates to this broker
 // (AllocateProducerIds, with the broker epoch of this broker's registration as its image
 // shows it), so no id is handed out twice in the cluster, even across restarts. While no
 // block can be had (the broker is not registered yet, the controller does not answer) the
 // answer is the retriable COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers when its block is
-// used up. Transactional ids need the transaction coordinator, which this broker does not
-// run yet: those requests get COORDINATOR_NOT_AVAILABLE, and FindCoordinator is not
-// advertised for transactions, so clients do not try.
+// used up.
 
 // producerIDTimeout bounds the wait for a new block of producer ids.
 const producerIDTimeout = 10 * time.Second
@@ -30,8 +31,11 @@ func handleInitProducerID(h *Handler, ctx context.Context, _ *Conn, r kmsg.Reque
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return msg(resp)
+		if h.Txns == nil {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return msg(resp)
+		}
+		return msg(h.Txns.InitProducerID(ctx, req))
 	}
 	ctx, cancel := context.WithTimeout(ctx, producerIDTimeout)
 	defer cancel()

@@ -8,11 +8,12 @@ import (
 	"github.com/gregor-project/gregor/internal/replica"
 )
 
-// ListOffsets v0-v9. Special timestamps: -1 latest (the high watermark, which is also the last
-// stable offset here; a follower's request, replica_id >= 0, gets the log end offset), -2
+// ListOffsets v0-v9. Special timestamps: -1 latest (the high watermark; from v2 with
+// isolation_level read_committed the last stable offset, below which no transaction is still
+// open; a follower's request, replica_id >= 0, gets the log end offset), -2
 // earliest (log start), -3 the record with the largest timestamp (KIP-734), -4 earliest local
 // (the log start: all data is local). A timestamp >= 0 finds the first record whose timestamp
-// is at or after it, or offset -1 when none is. Only the partition's leader answers
+// is at or after it, or offset -1 when none is below the offset latest answers. Only the partition's leader answers
 // (NOT_LEADER_OR_FOLLOWER elsewhere; the debug replica id -2 may ask any replica), after the
 // current_leader_epoch check from v4; the answer carries the leader epoch.
 
@@ -26,13 +27,14 @@ const (
 func handleListOffsets(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	committed := req.Version >= 2 && req.IsolationLevel == readCommitted
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			ts, off, epoch, err := h.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.Version, req.ReplicaID)
+			ts, off, epoch, err := h.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.Version, req.ReplicaID, committed)
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else if sp.ErrorCode == 0 {
@@ -54,9 +56,12 @@ func handleListOffsets(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) R
 // debugReplicaID is the replica id of a debugging consumer, which may read from any replica.
 const debugReplicaID = -2
 
+// readCommitted is isolation_level read_committed (Fetch v4+, ListOffsets v2+).
+const readCommitted = 1
+
 // listOffset answers one partition: the record's timestamp, its offset and the partition's
-// leader epoch.
-func (h *Handler) listOffset(topic string, part int32, ts int64, currentEpoch int32, version int16, replicaID int32) (int64, int64, int32, error) {
+// leader epoch. committed reads up to the last stable offset instead of the high watermark.
+func (h *Handler) listOffset(topic string, part int32, ts int64, currentEpoch int32, version int16, replicaID int32, committed bool) (int64, int64, int32, error) {
 	p, err := h.partition(topic, part)
 	if err != nil {
 		return -1, -1, -1, err
@@ -74,12 +79,16 @@ func (h *Handler) listOffset(topic string, part int32, ts int64, currentEpoch in
 		return -1, -1, -1, err
 	}
 	l := p.Log()
+	fetchable := p.HighWatermark()
+	if committed {
+		fetchable = p.LastStableOffset()
+	}
 	switch ts {
 	case tsLatest:
 		if replicaID >= 0 {
 			return -1, l.LogEndOffset(), epoch, nil
 		}
-		return -1, p.HighWatermark(), epoch, nil
+		return -1, fetchable, epoch, nil
 	case tsEarliest, tsEarliestLocal:
 		return -1, l.LogStartOffset(), epoch, nil
 	case tsMaxTimestamp:
@@ -93,7 +102,7 @@ func (h *Handler) listOffset(topic string, part int32, ts int64, currentEpoch in
 	if err != nil {
 		return -1, -1, -1, err
 	}
-	if !ok || off >= p.HighWatermark() {
+	if !ok || off >= fetchable {
 		return -1, -1, epoch, nil
 	}
 	return recTs, off, epoch, nil

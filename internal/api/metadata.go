@@ -9,6 +9,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/txn"
 )
 
 // Metadata v0-v12. Topics nil (or, in v0, empty) means every topic. An unknown topic is
@@ -63,7 +64,7 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = code(err)
-			mt.IsInternal = *rt.Topic == group.TopicName
+			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}

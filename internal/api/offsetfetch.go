@@ -9,7 +9,9 @@ import (
 // OffsetFetch v0-v9: committed offsets of the requested partitions (v2+: null topics means
 // every committed partition), -1 where nothing was committed; v5+ with the leader epoch;
 // v7+ require_stable answers UNSTABLE_OFFSET_COMMIT for partitions whose commit is still
-// being written; v8+ asks for several groups at once. v9's member id and epoch matter only
+// being written or that a transaction committed offsets of (TxnOffsetCommit) without having
+// ended yet (without it, such a partition answers its last committed offset); v8+ asks for
+// several groups at once. v9's member id and epoch matter only
 // to KIP-848 consumer groups: for classic groups Kafka does not check them, nor do we.
 
 func handleOffsetFetch(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {

@@ -20,6 +20,13 @@ import (
 // records are in the leader's log; acks=all once they are committed (the high watermark passed
 // them: at once on a sole replica), every partition's wait running in parallel up to the
 // request's timeout (REQUEST_TIMED_OUT for those not committed by then).
+//
+// Transactions. A client may not write control batches, nor a transactional batch without a
+// producer id, nor a producer id without a sequence (INVALID_RECORD). A transactional batch
+// that would start a transaction on its partition is appended only once the transaction
+// coordinator of the request's transactional_id confirms the partition was added to the
+// transaction (KIP-890 part 1, produceverify.go); a late or stray write is refused
+// INVALID_TXN_STATE and never opens a transaction the coordinator does not know of.
 
 func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ProduceRequest)
@@ -32,6 +39,11 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	var hdrs []batch.Header
 	var waits []produceWait
+	// A transactional producer's request (transactional_id set) is validated whole first:
+	// the partitions its batches would open a transaction on are verified with the
+	// coordinator before any is appended (produceverify.go).
+	var pending []pendingAppend
+	transactional := req.Version >= 3 && req.TransactionID != nil
 	for ti, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -41,9 +53,17 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 			sp.Partition = rp.Partition
 			var res replica.AppendResult
 			var err error
-			if req.Acks < -1 || req.Acks > 1 {
+			switch {
+			case req.Acks < -1 || req.Acks > 1:
 				err = kerr.InvalidRequiredAcks // Kafka refuses the whole request, appending nothing
-			} else {
+			case transactional:
+				var pa pendingAppend
+				pa, err = h.prepareProduce(req.Version, rt.Topic, rp.Partition, rp.Records, nil)
+				if err == nil {
+					pa.topic, pa.part = ti, len(st.Partitions)
+					pending = append(pending, pa)
+				}
+			default:
 				res, hdrs, err = h.produce(req.Version, rt.Topic, rp.Partition, rp.Records, now, acksAll, int64(req.TimeoutMillis), hdrs[:0])
 			}
 			if err == nil && res.Wait != nil {
@@ -51,14 +71,7 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 			}
 			if err != nil {
 				failed = true
-				sp.ErrorCode = code(err)
-				sp.ErrorMessage = errMsg(err)
-				sp.BaseOffset = -1
-				sp.LogAppendTime = -1
-				sp.LogStartOffset = -1
-				if sp.ErrorCode == unknownServerError {
-					h.Log.Error("produce failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-				}
+				h.produceFailed(&sp, rt.Topic, err)
 			} else {
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
@@ -67,6 +80,11 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(pending) > 0 {
+		var verifyFailed bool
+		waits, verifyFailed = h.appendTransactional(ctx, req, resp, pending, waits, now)
+		failed = failed || verifyFailed
 	}
 	if req.Acks == 0 {
 		// No response; a failure closes the connection so the producer notices (as Kafka).
@@ -82,6 +100,18 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 		h.produceLeaderHints(resp, h.listenerOf(c))
 	}
 	return msg(resp)
+}
+
+// produceFailed sets a partition's answer to err (logging errors with no Kafka meaning).
+func (h *Handler) produceFailed(sp *kmsg.ProduceResponseTopicPartition, topic string, err error) {
+	sp.ErrorCode = code(err)
+	sp.ErrorMessage = errMsg(err)
+	sp.BaseOffset = -1
+	sp.LogAppendTime = -1
+	sp.LogStartOffset = -1
+	if sp.ErrorCode == unknownServerError {
+		h.Log.Error("produce failed", "topic", topic, "partition", sp.Partition, "err", err)
+	}
 }
 
 // produceLeaderHints fills KIP-951's hints into a v10+ answer: each partition refused with
@@ -167,25 +197,39 @@ func (h *Handler) awaitCommit(ctx context.Context, resp *kmsg.ProduceResponse, w
 // produce validates and appends one partition's records. hdrs is scratch space for the
 // batch headers, returned (grown) for the next partition.
 func (h *Handler) produce(version int16, topic string, part int32, records []byte, nowMs int64, acksAll bool, timeoutMs int64, hdrs []batch.Header) (replica.AppendResult, []batch.Header, error) {
+	pa, err := h.prepareProduce(version, topic, part, records, hdrs)
+	if err != nil {
+		return replica.AppendResult{}, pa.hdrs, err
+	}
+	res, err := pa.p.AppendWait(pa.raw, pa.hdrs, nowMs, -1, acksAll, timeoutMs)
+	return res, pa.hdrs, err
+}
+
+// pendingAppend is one partition's validated records, ready to append.
+type pendingAppend struct {
+	topic, part int // indexes in the response
+	p           *replica.Partition
+	raw         []byte
+	hdrs        []batch.Header
+}
+
+// prepareProduce checks that this broker leads the partition and validates its records
+// (prepareBatches), the headers going into hdrs[:0].
+func (h *Handler) prepareProduce(version int16, topic string, part int32, records []byte, hdrs []batch.Header) (pendingAppend, error) {
 	if t := h.Meta.Image().Topic(topic); t != nil && t.Internal {
 		// Only the coordinators write internal topics (Kafka: "Cannot append to internal
 		// topic"), checked first, as Kafka's appendToLocalLog does.
-		return replica.AppendResult{}, hdrs, fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, topic)
+		return pendingAppend{hdrs: hdrs}, fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, topic)
 	}
 	p, err := h.partition(topic, part)
 	if err != nil {
-		return replica.AppendResult{}, hdrs, err
+		return pendingAppend{hdrs: hdrs}, err
 	}
 	if err := p.CheckLeader(-1); err != nil {
-		return replica.AppendResult{}, hdrs, err // before the work of validating
+		return pendingAppend{hdrs: hdrs}, err // before the work of validating
 	}
-	s := p.Settings()
-	raw, hdrs, err := prepareBatches(version, records, s, hdrs)
-	if err != nil {
-		return replica.AppendResult{}, hdrs, err
-	}
-	res, err := p.AppendWait(raw, hdrs, nowMs, -1, acksAll, timeoutMs)
-	return res, hdrs, err
+	raw, hdrs, err := prepareBatches(version, records, p.Settings(), hdrs)
+	return pendingAppend{p: p, raw: raw, hdrs: hdrs}, err
 }
 
 // prepareBatches turns a produce request's records into validated v2 batches ready to append:
@@ -223,6 +267,9 @@ func prepareBatches(version int16, records []byte, s *replica.Settings, hdrs []b
 		if err != nil {
 			return nil, hdrs, err
 		}
+		if err := checkProducerFields(&hdr); err != nil {
+			return nil, hdrs, err
+		}
 		if s.Recompress && hdr.Codec() != s.Compression {
 			if b, err = batch.Recompress(b, s.Compression); err != nil {
 				return nil, hdrs, err
@@ -243,4 +290,20 @@ func prepareBatches(version int16, records []byte, s *replica.Settings, hdrs []b
 		raw = append(raw, b...)
 	}
 	return raw, hdrs, nil
+}
+
+// checkProducerFields applies Kafka's LogValidator rules for a client's batch: no control
+// batches (only coordinators write markers), no transactional batch without a producer id,
+// and no producer id without a sequence (a batch of sequence -1 is a coordinator's, which
+// skips the sequence checks).
+func checkProducerFields(h *batch.Header) error {
+	switch {
+	case h.IsControl():
+		return errClientControlBatch
+	case h.IsTransactional() && h.ProducerID < 0:
+		return errTxnWithoutProducer
+	case h.ProducerID >= 0 && h.BaseSequence < 0:
+		return fmt.Errorf("%w: invalid sequence number %d in a batch of producer id %d", batch.ErrInvalidRecord, h.BaseSequence, h.ProducerID)
+	}
+	return nil
 }

@@ -2,9 +2,22 @@ package api
 
 import (
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
+
+// topicSettings is settings for the named topic: KIP-890's verification
+// (transaction.partition.verification.enable) applies to every topic but the internal ones,
+// which only coordinators write.
+func (h *Handler) topicSettings(t *metadata.Topic) (replica.Settings, error) {
+	s, err := h.settings(t.Configs)
+	if err != nil {
+		return s, err
+	}
+	s.TxnVerification = h.Cfg.Current().TransactionPartitionVerificationEnable && !t.Internal
+	return s, nil
+}
 
 // settings resolves a topic's overrides against the current broker defaults into what a
 // partition acts on.

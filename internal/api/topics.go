@@ -17,6 +17,7 @@ import (
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
+	"github.com/gregor-project/gregor/internal/txn"
 )
 
 // Topic operations shared by CreateTopics, Metadata (auto-creation), DeleteTopics,
@@ -71,8 +72,11 @@ func (h *Handler) checkTopic(s *topicSpec) error {
 	if err := validTopicName(s.name); err != nil {
 		return err
 	}
-	if s.name == group.TopicName {
+	switch s.name {
+	case group.TopicName:
 		h.offsetsTopicDefaults(s) // however it is created, it is the group coordinator's topic
+	case txn.TopicName:
+		h.txnTopicDefaults(s) // and this the transaction coordinator's
 	}
 	if len(s.assignment) > 0 {
 		if s.partitions != -1 || s.rf != -1 {
@@ -256,7 +260,7 @@ func (h *Handler) createTopicContext(ctx context.Context, s topicSpec, validateO
 // defaults, to its partitions open on this broker. The broker calls it when an image
 // changes a topic's configs (compare Topic.Configs of the previous and the new image).
 func (h *Handler) ReconfigureTopic(t *metadata.Topic) error {
-	s, err := h.settings(t.Configs)
+	s, err := h.topicSettings(t)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/server"
 	"github.com/gregor-project/gregor/internal/storage"
+	"github.com/gregor-project/gregor/internal/txn"
 )
 
 // Broker is a running node.
@@ -57,6 +58,7 @@ type Broker struct {
 	replicas *replica.Manager
 	fetchers *replica.Fetchers
 	handler  *api.Handler
+	peers    *peers // connections to the other brokers (txn.go)
 	servers  []*server.Server
 	addrs    []net.Addr
 	bound    map[string]net.Addr // broker listener name -> bound address
@@ -229,6 +231,16 @@ func (b *Broker) start(startCtx context.Context) error {
 		EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics,
 	})
 	if err := b.handler.Groups.Start(); err != nil {
+		return err
+	}
+	b.peers = newPeers(b)
+	b.handler.Brokers = b.peers
+	b.handler.Txns = txn.NewCoordinator(txn.Options{
+		Config: txnConfig(cfg), Replicas: b.replicas, Log: log, Now: time.Now, Manual: true,
+		EnsureTopic: b.handler.EnsureTxnTopic, ProducerIDs: b.handler.NextProducerID,
+		Markers: markerSender{b: b, peers: b.peers}, GroupPartition: b.handler.GroupPartition,
+	})
+	if err := b.handler.Txns.Start(); err != nil {
 		return err
 	}
 	b.meta.Subscribe(b.onImage)
@@ -428,6 +440,9 @@ func (b *Broker) Close() error {
 		if b.handler != nil && b.handler.Groups != nil {
 			b.handler.Groups.Close() // answers parked JoinGroup/SyncGroup, which the listeners wait for
 		}
+		if b.handler != nil && b.handler.Txns != nil {
+			b.handler.Txns.Close() // its requests in flight and marker retries end before the listeners
+		}
 		// Cancelling first answers parked fetches at once instead of after their max wait.
 		if b.cancel != nil {
 			b.cancel()
@@ -440,6 +455,9 @@ func (b *Broker) Close() error {
 		}
 		if b.fetchers != nil {
 			b.fetchers.Close()
+		}
+		if b.peers != nil {
+			b.peers.Close()
 		}
 		b.bgWG.Wait() // the broker's own requests to the controller end here
 		if b.ctrl != nil {

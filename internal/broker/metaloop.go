@@ -11,6 +11,7 @@ import (
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
+	"github.com/gregor-project/gregor/internal/txn"
 )
 
 // The metadata loop (Kafka's BrokerMetadataListener + publishers): it follows the committed
@@ -23,7 +24,8 @@ import (
 //     stop and their logs are deleted;
 //   - topic config changes reconfigure partitions; broker config changes apply to this
 //     broker's live config;
-//   - leadership of __consumer_offsets partitions elects or resigns the group coordinator.
+//   - leadership of __consumer_offsets partitions elects or resigns the group coordinator,
+//     and of __transaction_state partitions the transaction coordinator.
 //
 // Stray partition directories (topics deleted or replicas moved while the broker was down)
 // are deleted only once the image shows this broker unfenced in its current registration:
@@ -129,7 +131,7 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 			}
 		}
 		configsChanged := old == nil || !equalConfigs(old.Configs, t.Configs)
-		settings, err := b.handler.TopicSettings(t.Configs) // once per topic, not per partition
+		settings, err := b.handler.TopicSettings(t) // once per topic, not per partition
 		if err != nil {
 			b.log.Error("resolving topic configs failed", "topic", t.Name, "err", err)
 			continue
@@ -231,19 +233,29 @@ func (b *Broker) reconcilePartition(w partitionWork) {
 			b.fetchers.Unfollow(p)
 		}
 	}
-	if t.Name == group.TopicName {
+	switch t.Name {
+	case group.TopicName:
 		if np.Leader == local {
 			b.handler.Groups.Elect(idx, np.LeaderEpoch)
 		} else {
 			b.handler.Groups.Resign(idx, np.LeaderEpoch)
+		}
+	case txn.TopicName:
+		if np.Leader == local {
+			b.handler.Txns.Elect(idx, np.LeaderEpoch)
+		} else {
+			b.handler.Txns.Resign(idx, np.LeaderEpoch)
 		}
 	}
 }
 
 func (b *Broker) removePartition(topic string, idx int32, p *replica.Partition) {
 	b.fetchers.Unfollow(p)
-	if topic == group.TopicName {
+	switch topic {
+	case group.TopicName:
 		b.handler.Groups.Resign(idx, -1)
+	case txn.TopicName:
+		b.handler.Txns.Resign(idx, -1)
 	}
 	if err := b.replicas.Remove(topic, idx); err != nil {
 		b.log.Error("deleting partition failed", "topic", topic, "partition", idx, "err", err)

@@ -152,7 +152,12 @@ type Broker struct {
 	TransactionStateLogSegmentBytes      int32 // transaction.state.log.segment.bytes
 	TransactionMaxTimeoutMs              int32 // transaction.max.timeout.ms
 	TransactionalIDExpirationMs          int32 // transactional.id.expiration.ms
-	ProducerIDExpirationMs               int32 // producer.id.expiration.ms
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TransactionAbortTimedOutTransactionCleanupIntervalMs int32
+	// transaction.remove.expired.transaction.cleanup.interval.ms
+	TransactionRemoveExpiredTransactionCleanupIntervalMs int32
+	TransactionPartitionVerificationEnable               bool  // transaction.partition.verification.enable
+	ProducerIDExpirationMs                               int32 // producer.id.expiration.ms
 
 	lay    layers            // the configured values this snapshot was built from
 	values map[string]string // effective value of every key, normalized
@@ -355,6 +360,9 @@ var brokerDefList = []*brokerDef{
 	{name: "transaction.state.log.segment.bytes", vt: vtPositiveInt, dflt: num(104857600), field: func(b *Broker) any { return &b.TransactionStateLogSegmentBytes }, doc: "Segment size of __transaction_state."},
 	{name: "transaction.max.timeout.ms", vt: vtPositiveInt, dflt: num(900000), field: func(b *Broker) any { return &b.TransactionMaxTimeoutMs }, doc: "Longest transaction timeout a producer may ask for."},
 	{name: "transactional.id.expiration.ms", vt: vtPositiveInt, dflt: num(604800000), field: func(b *Broker) any { return &b.TransactionalIDExpirationMs }, doc: "Milliseconds an idle transactional id is kept."},
+	{name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", vt: vtPositiveInt, dflt: num(10000), field: func(b *Broker) any { return &b.TransactionAbortTimedOutTransactionCleanupIntervalMs }, doc: "The interval at which the transaction coordinator aborts transactions that have timed out."},
+	{name: "transaction.remove.expired.transaction.cleanup.interval.ms", vt: vtPositiveInt, dflt: num(3600000), field: func(b *Broker) any { return &b.TransactionRemoveExpiredTransactionCleanupIntervalMs }, doc: "The interval at which the transaction coordinator removes transactional ids that expired after transactional.id.expiration.ms."},
+	{name: "transaction.partition.verification.enable", vt: vtBool, dflt: str("true"), dynamic: true, field: func(b *Broker) any { return &b.TransactionPartitionVerificationEnable }, doc: "Verify with the transaction coordinator that a partition was added to the transaction before a transactional batch that starts a transaction on it is appended (KIP-890), so a late or stray write cannot leave a hanging transaction."},
 	{name: "producer.id.expiration.ms", vt: vtPositiveInt, dflt: num(86400000), field: func(b *Broker) any { return &b.ProducerIDExpirationMs }, doc: "Milliseconds an idle producer id's state is kept."},
 
 	// Accepted so Kafka's sample server.properties loads; not used by Gregor.

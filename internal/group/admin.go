@@ -68,8 +68,8 @@ func (s *Shard) ListGroups(states, types []string) []kmsg.ListGroupsResponseGrou
 	return out
 }
 
-// DeleteGroups deletes the given groups of this shard with their offsets: only groups with
-// no members (NON_EMPTY_GROUP otherwise; GROUP_ID_NOT_FOUND for unknown ones). The reply is
+// DeleteGroups deletes the given groups of this shard with their offsets, pending
+// transactional ones included: only groups with no members (NON_EMPTY_GROUP otherwise; GROUP_ID_NOT_FOUND for unknown ones). The reply is
 // a *kmsg.DeleteGroupsResponse listing these groups.
 func (s *Shard) DeleteGroups(now int64, w Waiter, ids []string) Ready {
 	s.begin(now)
@@ -92,6 +92,15 @@ func (s *Shard) DeleteGroups(now int64, w Waiter, ids []string) Ready {
 			for _, tp := range g.sortedOffsets() {
 				recs = append(recs, Record{Key: offsetKey(g.ID, tp)})
 			}
+			// Pending transactional commits get a tombstone too (one per partition, none
+			// where a committed offset has one already), so that replaying the log drops
+			// them; they are dropped now, as the tombstones follow them in the log.
+			for _, tp := range s.pendingTxnPartitions(g.ID) {
+				if g.offsets[tp] == nil {
+					recs = append(recs, Record{Key: offsetKey(g.ID, tp)})
+				}
+			}
+			s.dropGroupTxns(g.ID)
 			recs = append(recs, g.tombstones()...)
 		}
 		resp.Groups = append(resp.Groups, r)

@@ -38,7 +38,7 @@ func (s *Shard) loadConsumerGroup(g *Group) {
 // validateCommit applies the group's rules for who may commit offsets.
 func (g *Group) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
 	if g.cons == nil {
-		return g.validateOffsetCommit(req.MemberID, req.InstanceID, req.Generation)
+		return g.validateOffsetCommit(req.MemberID, req.InstanceID, req.Generation, false)
 	}
 	// Kafka's ConsumerGroup.validateOffsetCommit: without a member epoch an empty group
 	// takes commits (admin tools); otherwise the member must exist, commit with its current

@@ -127,12 +127,24 @@ type shard struct {
 		// head's outcome is awaited (by the committer), as the high watermark passes them in
 		// that order. Emptied when the shard is unloaded (Unload fails their callbacks).
 		pending []*pendingAppend
+		// markers are the CompleteTxn calls made while the shard loads, applied in order
+		// once it is loaded: the marker may be past the end the replay read to. One the
+		// replay did read is applied a second time, which changes nothing: no offsets of
+		// the producer can be written between the two, as the shard serves no commits
+		// while loading.
+		markers []marker
 		// committing: the committer goroutine runs; it is started (under mu, while gone is
 		// nil) when an undecided append is queued, and ends once pending is empty or the
 		// shard is gone. unload waits for it.
 		committing bool
 	}
 	committer sync.WaitGroup // the committer goroutine; Add only under mu while gone is nil
+}
+
+// marker is a transaction marker reported by CompleteTxn.
+type marker struct {
+	producerID int64
+	commit     bool
 }
 
 // pendingAppend is an append made for one Write of the core, awaiting its report.
@@ -336,7 +348,7 @@ func (c *Coordinator) persistLocked(sh *shard, r Ready, now int64) Ready {
 
 // appendLocked appends w's records to the partition and queues w to be reported.
 func (c *Coordinator) appendLocked(sh *shard, w Write, now int64) {
-	wait, err := c.append(sh, w.Records, now)
+	wait, err := c.append(sh, w.Records, w.Txn, now)
 	backstop := time.Now().Add(time.Duration(c.cfg.CommitTimeoutMs)*time.Millisecond + time.Second)
 	sh.mu.pending = append(sh.mu.pending, &pendingAppend{id: w.ID, wait: wait, err: err, backstop: backstop})
 }
@@ -418,7 +430,11 @@ func (c *Coordinator) commit(sh *shard) {
 // waiting appends at once: NOT_LEADER_OR_FOLLOWER), and by the shard being unloaded: Resign
 // and Close cancel the shard's context, which ends the wait at once, and Unload answers the
 // writes' requests NOT_COORDINATOR.
-func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error, error) {
+//
+// With txn the batch is transactional for that producer, with BaseSequence -1 as Kafka's
+// coordinator writes it: the partition checks the producer's epoch (a fenced producer is
+// INVALID_PRODUCER_EPOCH) but no sequence.
+func (c *Coordinator) append(sh *shard, recs []Record, txn *Producer, now int64) (<-chan error, error) {
 	brs := make([]batch.Record, len(recs))
 	for i, r := range recs {
 		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
@@ -426,6 +442,10 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error,
 	h := batch.Header{
 		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}
+	if txn != nil {
+		h.ProducerID, h.ProducerEpoch = txn.ID, txn.Epoch
+		h.Attributes |= batch.AttrTransactional
 	}
 	raw, err := batch.Build(h, brs, batch.CodecNone)
 	if err != nil {
@@ -492,6 +512,14 @@ func appendError(err error) error {
 		code = kerr.RequestTimedOut
 	case errors.Is(err, storage.ErrLogOffline):
 		code = kerr.KafkaStorageError
+	case errors.Is(err, replica.ErrInvalidEpoch):
+		code = kerr.InvalidProducerEpoch // a transactional commit of a fenced producer
+	case errors.Is(err, replica.ErrOutOfOrderSequence):
+		code = kerr.OutOfOrderSequenceNumber
+	case errors.Is(err, replica.ErrInvalidTxnState):
+		code = kerr.InvalidTxnState
+	case errors.Is(err, replica.ErrTransactionCoordinatorFenced):
+		code = kerr.TransactionCoordinatorFenced
 	default:
 		return err
 	}
@@ -666,6 +694,49 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req *kmsg.OffsetCommitR
 		return r
 	}
 	return msg.(*kmsg.OffsetCommitResponse)
+}
+
+// CommitTxnOffsets stores a transaction's offsets (TxnOffsetCommit), answering once their
+// transactional batch is appended and replicated; they count once the transaction commits.
+func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
+	msg, err := c.call(ctx, req.Group, func(s *Shard, now int64, w Waiter) Ready { return s.CommitTxnOffsets(now, w, req) })
+	if err != nil {
+		r := txnCommitResponse(req)
+		setTxnCommitErrors(r, err, nil)
+		return r
+	}
+	return msg.(*kmsg.TxnOffsetCommitResponse)
+}
+
+// CompleteTxn applies a marker written to __consumer_offsets partition `partition`:
+// commit makes the producer's pending offsets of that partition's groups committed, abort
+// drops them (Kafka's GroupCoordinator.onTransactionCompleted). Call it once the marker is
+// in the partition's log. A partition not coordinated here is left alone (its next
+// coordinator replays the marker); one still loading applies it once loaded (see
+// shard.mu.markers).
+func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
+	c.mu.Lock()
+	sh := c.mu.shards[partition]
+	c.mu.Unlock()
+	if sh == nil {
+		return
+	}
+	sh.mu.Lock()
+	switch {
+	case sh.mu.gone != nil:
+		sh.mu.Unlock()
+		return
+	case sh.mu.core == nil:
+		sh.mu.markers = append(sh.mu.markers, marker{producerID, commit})
+		sh.mu.Unlock()
+		return
+	}
+	now := c.nowMs()
+	c.viewLocked(sh)
+	r := c.persistLocked(sh, sh.mu.core.CompleteTxn(now, producerID, commit), now)
+	c.armLocked(sh)
+	sh.mu.Unlock()
+	c.deliver(r)
 }
 
 // FetchOffsets reads one group's committed offsets.

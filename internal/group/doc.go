@@ -54,6 +54,28 @@
 //	                  subscription metadata, member metadata, target assignment epoch and
 //	                  members, current member assignments), see consumer_records.go
 //
+// Batches are plain (producer id -1) but for a TxnOffsetCommit's: its OffsetCommit records go
+// in one transactional batch of the request's producer id and epoch, with BaseSequence -1
+// (the partition checks the epoch, no sequence). The transaction coordinator's markers end
+// them: a control batch of the producer whose one record's key is version int16 = 0 and type
+// int16 (0 ABORT, 1 COMMIT), value version int16 = 0 and coordinator epoch int32.
+//
+// # Transactional offsets
+//
+// A transaction's offset commits (txn.go) are pending per producer id in the shard
+// (Shard.txns, indexed by group in Shard.openTxns) from the moment their batch is written:
+// OffsetFetch does not see them and answers UNSTABLE_OFFSET_COMMIT for their partitions
+// under require_stable. The broker reports each marker written to the partition with
+// Coordinator.CompleteTxn: COMMIT moves the producer's pending offsets of every group of
+// the partition to the committed ones, unless the committed offset's record is later in the
+// log (each Offset carries its record's place in the log, Offset.order, counted by the
+// shard as it replays and writes records); ABORT drops them. Loading replays the same: a
+// transactional batch's offsets are pending until a marker of their producer follows, and
+// stay pending (until CompleteTxn) if none does. A partition's tombstone drops the pending
+// offsets before it (DeleteGroups writes one for each partition that only has pending
+// ones); offsets expiry skips a partition with pending offsets and keeps an empty group
+// while a transaction that wrote offsets for it is open.
+//
 // A group's coordinator is partition Utils.abs(groupId.hashCode()) % N of __consumer_offsets,
 // with Java's String.hashCode (PartitionFor).
 package group

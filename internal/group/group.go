@@ -44,6 +44,11 @@ type Offset struct {
 	Metadata        string
 	CommitTimestamp int64 // ms
 	ExpireTimestamp int64 // ms; -1: none (only OffsetCommit v1-v4 with a retention time set it)
+
+	// order is the position of the record that wrote it in the partition's log, as the
+	// shard counts them (Shard.order): where a transactional commit and a plain one meet,
+	// the later record wins (Kafka compares record offsets the same way).
+	order uint64
 }
 
 // Group is one group with its members and committed offsets.
@@ -408,5 +413,6 @@ func subscriptionTopics(b []byte) (topics []string, ok bool) {
 	return topics, true
 }
 
-// hasOffsets reports whether the group has committed or in-flight offsets.
+// hasOffsets reports whether the group has committed or in-flight offsets (transactional
+// ones are the shard's: Shard.hasOpenTxns).
 func (g *Group) hasOffsets() bool { return len(g.offsets) > 0 || len(g.pendingCommits) > 0 }

@@ -17,8 +17,26 @@ type harness struct {
 	now     int64
 	seq     int
 	log     []Record
-	failing error // when set, every write fails with it
+	entries []logEntry // the log by batch, as a restarted coordinator replays it
+	failing error      // when set, every write fails with it
+	// holding: writes are appended (to log and entries) but their outcomes are not
+	// reported until release, as while they wait for the ISR.
+	holding bool
+	held    []heldWrite
 	replies map[Waiter]any
+}
+
+// logEntry is one batch of the harness's log: a Write's records (transactional when txn is
+// set) or, with marker set, a transaction marker of txn's producer.
+type logEntry struct {
+	txn    *Producer
+	recs   []Record
+	marker *bool // COMMIT (true) or ABORT (false)
+}
+
+type heldWrite struct {
+	id  uint64
+	err error
 }
 
 func testConfig() Config {
@@ -50,6 +68,11 @@ func (h *harness) run(r Ready) {
 		err := h.failing
 		if err == nil {
 			h.log = append(h.log, w.Records...)
+			h.entries = append(h.entries, logEntry{txn: w.Txn, recs: w.Records})
+		}
+		if h.holding {
+			h.held = append(h.held, heldWrite{w.ID, err})
+			continue
 		}
 		next := h.s.Written(h.now, w.ID, err)
 		r.Replies = append(r.Replies, next.Replies...)
@@ -65,6 +88,17 @@ func (h *harness) run(r Ready) {
 		if err := g.checkInvariants(); err != nil {
 			h.t.Fatalf("group %s: %v", g.ID, err)
 		}
+	}
+}
+
+// release stops holding writes and reports the held ones, in order.
+func (h *harness) release() {
+	h.t.Helper()
+	h.holding = false
+	held := h.held
+	h.held = nil
+	for _, w := range held {
+		h.run(h.s.Written(h.now, w.id, w.err))
 	}
 }
 

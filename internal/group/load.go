@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -13,7 +14,8 @@ import (
 // Loading: a coordinator elected for a partition rebuilds its groups and offsets by
 // replaying every record of its __consumer_offsets partition up to the log end offset into
 // a new Shard, then publishes it. Until then the partition's requests answer
-// COORDINATOR_LOAD_IN_PROGRESS. Like Kafka, it reads past the high watermark: a leader
+// COORDINATOR_LOAD_IN_PROGRESS. Transactional batches and markers replay into the pending
+// and committed transactional offsets (txn.go). Like Kafka, it reads past the high watermark: a leader
 // never truncates its own log, so what a new leader holds above the high watermark becomes
 // committed in its term (its followers fetch it), and dropping it would lose the offsets
 // commits the previous leader acknowledged to clients.
@@ -63,6 +65,10 @@ func (c *Coordinator) load(sh *shard) (groups, records int) {
 	now := c.nowMs()
 	sh.mu.core = core
 	r := c.persistLocked(sh, core.LoadComplete(now), now)
+	for _, m := range sh.mu.markers {
+		core.CompleteTxn(now, m.producerID, m.commit) // writes nothing, answers no one
+	}
+	sh.mu.markers = nil
 	c.armLocked(sh)
 	groups = core.NumGroups()
 	sh.mu.Unlock()
@@ -113,20 +119,38 @@ func replay(ctx context.Context, p *replica.Partition, core *Shard) (records, sk
 				return records, skipped, err
 			}
 			next := h.LastOffset() + 1
-			if h.IsControl() || next <= off {
-				off = max(off, next)
+			if next <= off {
 				continue
 			}
 			recs, err := batch.Records(one)
 			if err != nil {
 				return records, skipped, err
 			}
+			if h.IsControl() {
+				// A transaction marker: its one record's key is version int16, type
+				// int16 (0 ABORT, 1 COMMIT). Other control records (none are written to
+				// this topic) are passed over.
+				for _, r := range recs {
+					if len(r.Key) >= 4 {
+						if t := int16(binary.BigEndian.Uint16(r.Key[2:])); t == 0 || t == 1 {
+							core.ReplayMarker(h.ProducerID, t == 1)
+						}
+					}
+				}
+				off = next
+				continue
+			}
+			txn := h.IsTransactional() && h.ProducerID >= 0
 			for _, r := range recs {
 				if h.BaseOffset+int64(r.OffsetDelta) < off {
 					continue
 				}
 				records++
-				if err := core.Replay(r.Key, r.Value); err != nil {
+				replay := core.Replay
+				if txn {
+					replay = func(k, v []byte) error { return core.ReplayTransactional(h.ProducerID, k, v) }
+				}
+				if err := replay(r.Key, r.Value); err != nil {
 					if !errors.Is(err, ErrUnknownRecord) && !errors.Is(err, ErrCorruptRecord) {
 						return records, skipped, err
 					}

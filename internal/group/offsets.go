@@ -104,6 +104,7 @@ func (s *Shard) commitOffsets(w Waiter, req *kmsg.OffsetCommitRequest) {
 				o.LeaderEpoch = -1
 			}
 			tp := TopicPartition{rt.Topic, rp.Partition}
+			o.order = uint64(len(recs)) // the record's index, made absolute below
 			offsets[tp] = o
 			recs = append(recs, Record{Key: offsetKey(g.ID, tp), Value: offsetValue(o)})
 		}
@@ -115,7 +116,7 @@ func (s *Shard) commitOffsets(w Waiter, req *kmsg.OffsetCommitRequest) {
 	for tp := range offsets {
 		g.pendingCommits[tp]++
 	}
-	s.write(recs, func(err error) {
+	first := s.write(recs, func(err error) {
 		for tp := range offsets {
 			if g.pendingCommits[tp]--; g.pendingCommits[tp] <= 0 {
 				delete(g.pendingCommits, tp)
@@ -130,16 +131,25 @@ func (s *Shard) commitOffsets(w Waiter, req *kmsg.OffsetCommitRequest) {
 			setCommitErrors(resp, offsetWriteError(err), only)
 		case s.groups[g.ID] == g && g.state != Dead:
 			for tp, o := range offsets {
-				g.offsets[tp] = o
+				// A transactional commit whose record came later may have been committed
+				// (CompleteTxn) while this one waited for the ISR: the later record wins.
+				if cur := g.offsets[tp]; cur == nil || cur.order < o.order {
+					g.offsets[tp] = o
+				}
 			}
 		}
 		s.reply(w, resp)
 	})
+	for _, o := range offsets {
+		o.order += first
+	}
 }
 
 // validateOffsetCommit applies Kafka's rules for who may commit (ClassicGroup's
-// validateOffsetCommit).
-func (g *Group) validateOffsetCommit(memberID string, instanceID *string, generation int32) *kerr.Error {
+// validateOffsetCommit). A transactional commit (TxnOffsetCommit) is checked only on what it
+// names: before v3 it names no member and no generation, and it is taken whatever the
+// group's state.
+func (g *Group) validateOffsetCommit(memberID string, instanceID *string, generation int32, txn bool) *kerr.Error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
 	}
@@ -153,10 +163,10 @@ func (g *Group) validateOffsetCommit(memberID string, instanceID *string, genera
 		if generation != g.generation {
 			return kerr.IllegalGeneration
 		}
-	} else if g.state != Empty {
+	} else if !txn && g.state != Empty {
 		return kerr.UnknownMemberID // only members commit to a group that has members
 	}
-	if g.state == CompletingRebalance {
+	if !txn && g.state == CompletingRebalance {
 		// A valid member that has not yet got its assignment: let it retry after syncing.
 		return kerr.RebalanceInProgress
 	}
@@ -164,8 +174,10 @@ func (g *Group) validateOffsetCommit(memberID string, instanceID *string, genera
 }
 
 // FetchOffsets answers OffsetFetch for one group: the requested partitions (every committed
-// one when req.Topics is nil), with offset -1 for those never committed. With requireStable,
-// partitions with a commit still being written answer UNSTABLE_OFFSET_COMMIT.
+// one when req.Topics is nil), with offset -1 for those never committed. Transactional
+// commits count only once their transaction commits. With requireStable, partitions with a
+// commit still being written or a transactional commit awaiting its transaction's end answer
+// UNSTABLE_OFFSET_COMMIT.
 func (s *Shard) FetchOffsets(req *kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	resp := kmsg.NewOffsetFetchResponseGroup()
 	resp.Group = req.Group
@@ -187,7 +199,7 @@ func (s *Shard) FetchOffsets(req *kmsg.OffsetFetchRequestGroup, requireStable bo
 		if g == nil {
 			return p
 		}
-		if requireStable && g.pendingCommits[tp] > 0 {
+		if requireStable && (g.pendingCommits[tp] > 0 || s.hasPendingTxn(g.ID, tp)) {
 			p.ErrorCode = kerr.UnstableOffsetCommit.Code
 			return p
 		}
@@ -260,7 +272,11 @@ func (s *Shard) deleteOffsets(w Waiter, req *kmsg.OffsetDeleteRequest) {
 			switch {
 			case subscribed:
 				p.ErrorCode = kerr.GroupSubscribedToTopic.Code
-			case g.offsets[tp] != nil:
+			case g.offsets[tp] != nil || s.hasPendingTxn(g.ID, tp):
+				// A pending transactional commit goes too (Kafka writes the tombstone for
+				// either): the tombstone follows its record in the log, as replaying it
+				// drops it, so it is dropped now.
+				s.dropPendingTxn(g.ID, tp)
 				remove = append(remove, tp)
 				recs = append(recs, Record{Key: offsetKey(g.ID, tp)})
 			}
@@ -272,12 +288,16 @@ func (s *Shard) deleteOffsets(w Waiter, req *kmsg.OffsetDeleteRequest) {
 		s.reply(w, resp)
 		return
 	}
-	s.write(recs, func(err error) {
+	var first uint64
+	first = s.write(recs, func(err error) {
 		if err != nil {
 			resp.ErrorCode = offsetWriteError(err).Code
 		} else if s.groups[g.ID] == g {
-			for _, tp := range remove {
-				delete(g.offsets, tp)
+			for i, tp := range remove {
+				// Not an offset a later record committed meanwhile (a transaction's).
+				if o := g.offsets[tp]; o != nil && o.order < first+uint64(i) {
+					delete(g.offsets, tp)
+				}
 			}
 		}
 		s.reply(w, resp)
@@ -312,7 +332,9 @@ func (s *Shard) expireOffsets() {
 		if base != nil {
 			for _, tp := range g.sortedOffsets() {
 				o := g.offsets[tp]
-				if g.pendingCommits[tp] > 0 || skipSubscribed && g.isSubscribedTo(tp.Topic) {
+				// Not while a commit is being written, nor while a transaction's commit of
+				// the partition awaits its marker (Kafka's cleanupExpiredOffsets).
+				if g.pendingCommits[tp] > 0 || s.hasPendingTxn(g.ID, tp) || skipSubscribed && g.isSubscribedTo(tp.Topic) {
 					continue
 				}
 				expired := s.now-base(o) >= s.cfg.OffsetsRetentionMs
@@ -325,7 +347,7 @@ func (s *Shard) expireOffsets() {
 				}
 			}
 		}
-		if g.state == Empty && !g.hasOffsets() {
+		if g.state == Empty && !g.hasOffsets() && !s.hasOpenTxns(g.ID) {
 			dead = append(dead, g)
 		}
 	}

@@ -85,12 +85,22 @@ func (s *Shard) storeGroup(g *Group, assignment map[string][]byte, done func(err
 // LoadComplete). Later records override earlier ones; a nil value deletes. Record types of
 // other group protocols are refused with ErrUnknownRecord; the loader skips them.
 func (s *Shard) Replay(key, value []byte) error {
+	return s.replay(key, value, noProducer)
+}
+
+// noProducer is the producer id of a batch that is not transactional.
+const noProducer = -1
+
+// replay applies one record, of a transactional batch of producerID unless that is
+// noProducer.
+func (s *Shard) replay(key, value []byte, producerID int64) error {
+	s.order++
 	if len(key) < 2 {
 		return fmt.Errorf("%w: %d-byte key", ErrCorruptRecord, len(key))
 	}
 	switch v := int16(binary.BigEndian.Uint16(key)); v {
 	case 0, 1:
-		return s.replayOffset(key, value)
+		return s.replayOffset(key, value, producerID)
 	case 2:
 		return s.replayGroup(key, value)
 	case cgMetadataKey, cgPartitionMetadataKey, cgMemberMetadataKey, cgTargetMetadataKey, cgTargetMemberKey, cgCurrentAssignmentKey:
@@ -103,7 +113,7 @@ func (s *Shard) Replay(key, value []byte) error {
 // ErrCorruptRecord: a __consumer_offsets record that does not decode.
 var ErrCorruptRecord = errors.New("group: corrupt __consumer_offsets record")
 
-func (s *Shard) replayOffset(key, value []byte) error {
+func (s *Shard) replayOffset(key, value []byte, producerID int64) error {
 	var k kmsg.OffsetCommitKey
 	if err := k.ReadFrom(key); err != nil {
 		return fmt.Errorf("%w: offset key: %v", ErrCorruptRecord, err)
@@ -111,9 +121,12 @@ func (s *Shard) replayOffset(key, value []byte) error {
 	tp := TopicPartition{k.Topic, k.Partition}
 	g := s.groups[k.Group]
 	if value == nil {
+		// A tombstone deletes the committed offset and every pending transactional one of
+		// the partition written before it (Kafka's replay does the same).
 		if g != nil {
 			delete(g.offsets, tp)
 		}
+		s.dropPendingTxn(k.Group, tp)
 		return nil
 	}
 	var v kmsg.OffsetCommitValue
@@ -131,6 +144,11 @@ func (s *Shard) replayOffset(key, value []byte) error {
 	}
 	if v.Version == 1 {
 		o.ExpireTimestamp = v.ExpireTimestamp
+	}
+	o.order = s.order
+	if producerID != noProducer {
+		s.addPendingTxn(producerID, k.Group, tp, o)
+		return nil
 	}
 	g.offsets[tp] = o
 	return nil

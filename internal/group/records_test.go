@@ -16,12 +16,25 @@ func (h *harness) replayed() *harness {
 	cfg := h.s.cfg
 	cfg.NewID = func() string { ids++; return "r" + string(rune('0'+ids%10)) }
 	n.s = NewShard(cfg)
-	for _, r := range h.log {
-		if err := n.s.Replay(r.Key, r.Value); err != nil {
-			h.t.Fatalf("replay: %v", err)
+	for _, e := range h.entries {
+		if e.marker != nil {
+			n.s.ReplayMarker(e.txn.ID, *e.marker)
+			continue
+		}
+		for _, r := range e.recs {
+			var err error
+			if e.txn != nil {
+				err = n.s.ReplayTransactional(e.txn.ID, r.Key, r.Value)
+			} else {
+				err = n.s.Replay(r.Key, r.Value)
+			}
+			if err != nil {
+				h.t.Fatalf("replay: %v", err)
+			}
 		}
 	}
 	n.log = append(n.log, h.log...)
+	n.entries = append(n.entries, h.entries...)
 	n.run(n.s.LoadComplete(n.now))
 	return n
 }

@@ -72,6 +72,16 @@ type Record struct {
 type Write struct {
 	ID      uint64
 	Records []Record
+	// Txn, when set, makes the batch transactional for this producer (a TxnOffsetCommit's
+	// records): it carries the producer id and epoch and BaseSequence -1, and its records
+	// count only once the transaction's COMMIT marker follows them (CompleteTxn).
+	Txn *Producer
+}
+
+// Producer is the transactional producer a Write is made for.
+type Producer struct {
+	ID    int64
+	Epoch int16
 }
 
 // Ready is the output of one step: append each Write in order (reporting each with Written,
@@ -106,6 +116,17 @@ type Shard struct {
 	writeSeq  uint64
 	onWritten map[uint64]func(err error)
 
+	// order counts the records of the partition's log as the shard sees them: each one
+	// replayed, then each one written, takes the next value, so it orders records the way
+	// their log offsets do (Offset.order).
+	order uint64
+
+	// Transactional offset commits awaiting their transaction's marker (txn.go): by
+	// producer id, group and partition; openTxns indexes the producers by group. A group
+	// id in openTxns has at least one entry in txns and the reverse.
+	txns     map[int64]map[string]map[TopicPartition]*Offset
+	openTxns map[string]map[int64]struct{}
+
 	topics  Topics     // the latest view a consumer-protocol request brought
 	regexes regexCache // subscription regexes resolved in topics
 
@@ -126,7 +147,10 @@ func NewShard(cfg Config) *Shard {
 		cfg.NewMemberJoinTimeoutMs = DefaultNewMemberJoinTimeoutMs
 	}
 	cfg.consumerDefaults()
-	return &Shard{cfg: cfg, groups: map[string]*Group{}, timers: newTimers(), onWritten: map[uint64]func(error){}, topics: noTopics{}}
+	return &Shard{
+		cfg: cfg, groups: map[string]*Group{}, timers: newTimers(), onWritten: map[uint64]func(error){}, topics: noTopics{},
+		txns: map[int64]map[string]map[TopicPartition]*Offset{}, openTxns: map[string]map[int64]struct{}{},
+	}
 }
 
 // randomID is a random UUID, as Kafka's member ids end with.
@@ -175,11 +199,20 @@ func (s *Shard) reply(w Waiter, msg any) {
 	s.out.Replies = append(s.out.Replies, Reply{To: w, Msg: msg})
 }
 
-// write queues records for appending; done runs (inside Written) with the outcome.
-func (s *Shard) write(recs []Record, done func(err error)) {
+// write queues records for appending; done runs (inside Written) with the outcome. It
+// returns the order of the first record (Offset.order); the others follow it.
+func (s *Shard) write(recs []Record, done func(err error)) uint64 {
+	return s.writeTxn(recs, nil, done)
+}
+
+// writeTxn is write for a transactional batch of p (nil: a plain one).
+func (s *Shard) writeTxn(recs []Record, p *Producer, done func(err error)) uint64 {
 	s.writeSeq++
-	s.out.Writes = append(s.out.Writes, Write{ID: s.writeSeq, Records: recs})
+	s.out.Writes = append(s.out.Writes, Write{ID: s.writeSeq, Records: recs, Txn: p})
 	s.onWritten[s.writeSeq] = done
+	first := s.order + 1
+	s.order += uint64(len(recs))
+	return first
 }
 
 // Written reports the outcome of appending Write id: nil, or an error, ideally a *kerr.Error
@@ -251,6 +284,7 @@ func (s *Shard) Unload(now int64) Ready {
 	}
 	s.groups = map[string]*Group{}
 	s.timers = newTimers()
+	s.txns, s.openTxns = map[int64]map[string]map[TopicPartition]*Offset{}, map[string]map[int64]struct{}{}
 	for id, done := range s.onWritten {
 		delete(s.onWritten, id)
 		done(kerr.NotCoordinator)

@@ -30,7 +30,8 @@ import (
 // offset)), the first unstable offset being the smallest first offset of a transaction that
 // is ongoing or whose marker is not yet below the high watermark. It is recomputed holding
 // mu whenever the high watermark or the producer state changes (publishLSOLocked) and
-// published in lso, which readers load without a lock, as hw.
+// published in lso, which readers load without a lock, as hw, and to the log
+// (storage.Log.SetLastStableOffset), whose cleaner must not clean at or past it.
 
 // Control record types of a marker's key.
 const (
@@ -163,6 +164,7 @@ func (p *Partition) publishLSOLocked() bool {
 	ps := p.mu.producers
 	ps.OnHighWatermark(hw)
 	lso := min(hw, max(ps.FirstUnstableOffset(), p.log.LogStartOffset()))
+	p.log.SetLastStableOffset(lso) // the log cleaner never cleans at or past it
 	return p.lso.Swap(lso) != lso
 }
 

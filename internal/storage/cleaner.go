@@ -15,12 +15,12 @@ import (
 //
 //  1. The window. The dirty part starts at CleanOptions.FirstDirtyOffset (below the log start
 //     offset or past the log end offset: the log start offset, as Kafka resets it) and ends
-//     at the first uncleanable offset: the caller's bound (last stable offset, the
-//     min.compaction.lag.ms segment), the active segment's base offset and the high
-//     watermark, whichever is lowest, rounded down to a segment boundary (the segment holding
+//     at the first uncleanable offset: the caller's bound (the min.compaction.lag.ms
+//     segment), the active segment's base offset, the high watermark and the last stable
+//     offset the replica layer published (Log.SetLastStableOffset), whichever is lowest, rounded down to a segment boundary (the segment holding
 //     it is not cleaned). Only sealed segments are ever read or replaced.
 //  2. The map. The keyed records of the dirty part, in offset order, go into the OffsetMap
-//     (key → its last offset). When a new key finds the map full, mapping stops before that
+//     (key → its last offset), but for those of aborted transactions (cleanertxn.go). When a new key finds the map full, mapping stops before that
 //     record: the map then covers the dirty part up to LatestOffset, and the pass cleans only
 //     up to there, so the next pass (starting at CleanResult.EndOffset) takes the rest: a
 //     log with more distinct keys than fit is cleaned in several passes, never with more
@@ -30,8 +30,10 @@ import (
 //     record is kept when its offset is past LatestOffset, or it is the last of its key (its
 //     offset is at least the map's) and either has a value or is a tombstone whose batch's
 //     delete horizon has not passed. Records without a key are dropped (a compacted topic
-//     refuses them; Kafka drops those it finds). Control batches are kept whole, and so
-//     are the records of aborted transactions (Kafka removes them; not yet here). Offsets never change: compaction leaves gaps.
+//     refuses them; Kafka drops those it finds). The records of aborted transactions are
+//     dropped, and a marker (a control batch) is kept until its transaction's batches are
+//     gone and the delete horizon stamped on it then has passed (cleanertxn.go). Offsets
+//     never change: compaction leaves gaps.
 //  4. Batches (as Kafka's MemoryRecords.filterTo). A batch keeping all its records, and not
 //     needing a delete horizon, is copied byte for byte. Otherwise it is rebuilt with the
 //     records kept, the same base offset and last offset delta (so the last sequence of an
@@ -60,8 +62,9 @@ import (
 //
 // Files. The new segment is written as <base>.log.cleaned, <base>.index.cleaned and
 // <base>.timeindex.cleaned (the indexes built as the batches are written, with the rules of
-// an append: see segment.indexBatch), and <base>.txnindex.cleaned holding every entry of
-// the replaced segments' transaction indexes (when they have any), all fsynced. Then,
+// an append: see segment.indexBatch), and <base>.txnindex.cleaned holding the entries of
+// the replaced segments' transaction indexes whose ABORT markers are kept (written, empty
+// if need be, whenever the replaced segments had entries), all fsynced. Then,
 // holding writeMu: the index files are renamed to .swap, then the .log; that rename, once the directory is fsynced, is the
 // commit point. Then the old segments' files are renamed to .deleted (removed after
 // file.delete.delay.ms, as retention's), the three .swap files renamed to their final names,
@@ -134,8 +137,10 @@ type CleanResult struct {
 	BytesRead        int64
 	BytesWritten     int64
 	TombstonesPurged int64 // tombstones dropped because their horizon had passed
-	// DeleteHorizonMs is the latest delete horizon of the tombstones the pass kept (0: none):
-	// a pass at or after it drops them even if nothing is dirty.
+	AbortedPurged    int64 // records of aborted transactions dropped
+	MarkersPurged    int64 // transaction markers dropped because their horizon had passed
+	// DeleteHorizonMs is the latest delete horizon of the tombstones and markers the pass
+	// kept (0: none): a pass at or after it drops them even if nothing is dirty.
 	DeleteHorizonMs int64
 }
 
@@ -160,6 +165,7 @@ type cleaning struct {
 	segs   []cleanSeg // the sealed segments below the first uncleanable offset
 	res    CleanResult
 	rd     batchReader
+	txn    *txnTracker    // the transactions of the rewrite (cleanertxn.go)
 	recs   []batch.Record // the records of the batch being mapped or filtered, reused
 	kept   []batch.Record
 	deltas []int64
@@ -188,9 +194,18 @@ func (l *Log) Clean(m *OffsetMap, opt CleanOptions) (CleanResult, error) {
 		return c.res, err
 	}
 	c.rd.ioSize, c.rd.throttle = opt.IOBufferSize, opt.Throttle
-	if err := c.buildOffsetMap(firstDirty, upper); err != nil {
+	mapTxns, err := l.AbortedTxns(firstDirty, upper)
+	if err != nil {
 		return c.res, err
 	}
+	if err := c.buildOffsetMap(firstDirty, upper, newTxnTracker(mapTxns)); err != nil {
+		return c.res, err
+	}
+	txns, err := l.AbortedTxns(c.segs[0].base, upper)
+	if err != nil {
+		return c.res, err
+	}
+	c.txn = newTxnTracker(txns)
 	end := m.LatestOffset() + 1
 	var todo []cleanSeg
 	for _, cs := range c.segs {
@@ -219,7 +234,7 @@ func (c *cleaning) window() (firstDirty, upper int64, err error) {
 	}
 	c.cfg = l.mu.cfg
 	segs := l.mu.segments
-	bound := min(segs[len(segs)-1].baseOffset, l.highWatermarkLocked())
+	bound := min(segs[len(segs)-1].baseOffset, l.cleanableEndLocked())
 	if c.opt.FirstUncleanableOffset > 0 {
 		bound = min(bound, c.opt.FirstUncleanableOffset)
 	}
@@ -239,10 +254,10 @@ func (c *cleaning) window() (firstDirty, upper int64, err error) {
 }
 
 // buildOffsetMap maps the keyed records of the dirty part [firstDirty, upper) (Kafka's
-// buildOffsetMap). The map covers at least up to firstDirty-1 (nothing there is dirty): a
-// pass with no dirty part still rewrites the clean part, dropping the tombstones whose
-// horizon has passed.
-func (c *cleaning) buildOffsetMap(firstDirty, upper int64) error {
+// buildOffsetMap), but for those of aborted transactions (tm follows them). The map covers
+// at least up to firstDirty-1 (nothing there is dirty): a pass with no dirty part still
+// rewrites the clean part, dropping the tombstones and markers whose horizon has passed.
+func (c *cleaning) buildOffsetMap(firstDirty, upper int64, tm *txnTracker) error {
 	m := c.m
 	m.clear()
 	m.setLatest(firstDirty - 1)
@@ -266,7 +281,7 @@ func (c *cleaning) buildOffsetMap(firstDirty, upper int64) error {
 				if !ok {
 					break
 				}
-				if h.IsControl() || h.LastOffset() < firstDirty {
+				if h.LastOffset() < firstDirty || (!h.IsControl() && tm.onData(&h)) {
 					m.setLatest(h.LastOffset())
 					continue
 				}
@@ -274,6 +289,11 @@ func (c *cleaning) buildOffsetMap(firstDirty, upper int64) error {
 				c.recs = recs[:0]
 				if err != nil {
 					return fmt.Errorf("%w: %s: batch at offset %d: %w", ErrCorruptLog, cs.s.logPath(), h.BaseOffset, err)
+				}
+				if h.IsControl() {
+					tm.onControl(&h, recs)
+					m.setLatest(h.LastOffset())
+					continue
 				}
 				for i := range recs {
 					off := h.BaseOffset + int64(recs[i].OffsetDelta)
@@ -399,12 +419,14 @@ func (c *cleaning) writeGroup(g []cleanSeg) (*cleanedSegment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.txn, err = groupTxnEntries(g); err != nil {
+	old, err := groupTxnEntries(g)
+	if err != nil {
 		return nil, errors.Join(err, w.remove())
 	}
 	if err := c.rewrite(g, lastNonEmpty, w); err != nil {
 		return nil, errors.Join(err, w.remove())
 	}
+	w.txn, w.srcTxn = c.txn.keptEntries(old), len(old)
 	return w, nil
 }
 
@@ -459,9 +481,13 @@ func (c *cleaning) rewrite(g []cleanSeg, lastNonEmpty int, w *cleanedSegment) er
 // empty one, or nil when nothing is kept (see the top of this file, steps 3 to 5).
 func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]byte, error) {
 	if h.IsControl() {
-		c.res.RecordsRead++
-		c.res.RecordsRetained++
-		return b, nil
+		return c.filterControl(b, h, lastOfGroup)
+	}
+	if c.txn.onData(h) {
+		// Aborted: every record goes, the batch too unless kept empty below.
+		c.res.RecordsRead += int64(h.RecordCount)
+		c.res.AbortedPurged += int64(h.RecordCount)
+		return c.emptyOrNil(h, lastOfGroup)
 	}
 	recs, err := batch.AppendRecords(c.recs[:0], b)
 	c.recs = recs[:0]
@@ -492,10 +518,7 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 	stamp := tombstones && !hasHorizon
 	if tombstones {
 		if !hasHorizon {
-			horizon = c.opt.NowMs + c.opt.DeleteRetentionMs
-			if c.opt.DeleteRetentionMs > math.MaxInt64-c.opt.NowMs {
-				horizon = math.MaxInt64
-			}
+			horizon = c.horizon()
 		}
 		c.res.DeleteHorizonMs = max(c.res.DeleteHorizonMs, horizon)
 	}
@@ -504,13 +527,62 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 		return b, nil
 	case len(kept) > 0:
 		return c.rebuild(h, kept, stamp)
-	case lastOfGroup || (h.ProducerID >= 0 && c.opt.ActiveProducers != nil && c.lastOfProducer(h)):
-		e := *h
-		e.Attributes &^= batch.AttrCodecMask | batch.AttrDeleteHorizon
-		e.BaseTimestamp = h.MaxTimestamp
-		return batch.Build(e, nil, batch.CodecNone)
 	}
-	return nil, nil
+	return c.emptyOrNil(h, lastOfGroup)
+}
+
+// emptyOrNil is what is left of data batch h once none of its records is kept: the batch
+// empty when it is the last of its group or of an active producer, else nothing.
+func (c *cleaning) emptyOrNil(h *batch.Header, lastOfGroup bool) ([]byte, error) {
+	if !lastOfGroup && !(h.ProducerID >= 0 && c.opt.ActiveProducers != nil && c.lastOfProducer(h)) {
+		return nil, nil
+	}
+	e := *h
+	e.Attributes &^= batch.AttrCodecMask | batch.AttrDeleteHorizon
+	e.BaseTimestamp = h.MaxTimestamp
+	return batch.Build(e, nil, batch.CodecNone)
+}
+
+// filterControl returns what is left of control batch b (see cleanertxn.go): b itself
+// while its transaction's batches may be in the log, b stamped with a delete horizon the
+// first time it is found removable, nothing once that horizon has passed (b whole when it
+// is the last batch of its group).
+func (c *cleaning) filterControl(b []byte, h *batch.Header, lastOfGroup bool) ([]byte, error) {
+	recs, err := batch.AppendRecords(c.recs[:0], b)
+	c.recs = recs[:0]
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptLog, err)
+	}
+	c.res.RecordsRead += int64(len(recs))
+	removable := c.txn.onControl(h, recs)
+	horizon, hasHorizon := h.DeleteHorizonMs()
+	if removable && hasHorizon && c.opt.NowMs >= horizon && !lastOfGroup {
+		c.res.MarkersPurged++
+		return nil, nil
+	}
+	c.txn.keptMarker(h, recs)
+	c.res.RecordsRetained += int64(len(recs))
+	switch {
+	case !removable || len(recs) == 0:
+		return b, nil
+	case !hasHorizon:
+		out, err := c.rebuild(h, recs, true)
+		if err == nil {
+			c.res.DeleteHorizonMs = max(c.res.DeleteHorizonMs, c.horizon())
+		}
+		return out, err
+	case c.opt.NowMs < horizon:
+		c.res.DeleteHorizonMs = max(c.res.DeleteHorizonMs, horizon)
+	}
+	return b, nil
+}
+
+// horizon is the delete horizon a pass stamps: now + delete.retention.ms.
+func (c *cleaning) horizon() int64 {
+	if c.opt.DeleteRetentionMs > math.MaxInt64-c.opt.NowMs {
+		return math.MaxInt64
+	}
+	return c.opt.NowMs + c.opt.DeleteRetentionMs
 }
 
 func (c *cleaning) lastOfProducer(h *batch.Header) bool {
@@ -525,10 +597,7 @@ func (c *cleaning) rebuild(h *batch.Header, kept []batch.Record, stamp bool) ([]
 	base := h.BaseTimestamp
 	if stamp {
 		nh.Attributes |= batch.AttrDeleteHorizon
-		base = c.opt.NowMs + c.opt.DeleteRetentionMs
-		if c.opt.DeleteRetentionMs > math.MaxInt64-c.opt.NowMs {
-			base = math.MaxInt64
-		}
+		base = c.horizon()
 	}
 	maxTs := int64(-1)
 	for i := range kept {

@@ -671,9 +671,10 @@ func TestCleanAbortsWhenSegmentsChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.buildOffsetMap(firstDirty, upper); err != nil {
+	if err := c.buildOffsetMap(firstDirty, upper, newTxnTracker(nil)); err != nil {
 		t.Fatal(err)
 	}
+	c.txn = newTxnTracker(nil)
 	if err := l.SetLogStartOffset(c.segs[1].base); err != nil {
 		t.Fatal(err)
 	}

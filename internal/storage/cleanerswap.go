@@ -28,7 +28,8 @@ type cleanedSegment struct {
 	size int64  // bytes appended, written or not
 
 	ix, tx               []byte       // the index entries
-	txn                  []AbortedTxn // the transaction index: the replaced segments' entries
+	txn                  []AbortedTxn // the transaction index: the replaced segments' entries whose markers are kept
+	srcTxn               int          // how many entries the replaced segments had
 	bytesSinceIndexEntry int64
 	maxTimestamp         int64
 	offsetOfMaxTimestamp int64
@@ -156,7 +157,7 @@ func (w *cleanedSegment) finish() error {
 		files = append(files, f)
 		_, err = f.WriteAt(x.data, 0)
 	}
-	if err == nil {
+	if err == nil && w.hasTxnIndex() {
 		var f File
 		if f, err = writeTxnIndexFile(w.fs, w.path(txnIndexSuffix), w.txn); f != nil {
 			files = append(files, f)
@@ -176,6 +177,11 @@ func (w *cleanedSegment) finish() error {
 	}
 	return err
 }
+
+// hasTxnIndex reports whether the new segment gets a .txnindex file: when it has entries,
+// and also (empty) when the segments it replaces had some, so that the swap replaces theirs
+// (see cleaner.go, Files).
+func (w *cleanedSegment) hasTxnIndex() bool { return len(w.txn) > 0 || w.srcTxn > 0 }
 
 // remove deletes the .cleaned (and .swap) files of a segment not swapped in.
 func (w *cleanedSegment) remove() error {
@@ -209,11 +215,11 @@ func (l *Log) swapCleaned(w *cleanedSegment, g []cleanSeg) error {
 
 	// An aborted transaction re-added to a segment of the group since its entries were
 	// taken (a replay after recovery) would be lost: give the group up.
-	if n, err := groupTxnEntries(g); err != nil || len(n) != len(w.txn) {
+	if n, err := groupTxnEntries(g); err != nil || len(n) != w.srcTxn {
 		return errors.Join(fmt.Errorf("%w: the transaction index from %d changed while it was cleaned", ErrCleaningAborted, g[0].base), err, w.remove())
 	}
 	suffixes := []string{indexSuffix, timeIndexSuffix, logSuffix}
-	if len(w.txn) > 0 {
+	if w.hasTxnIndex() {
 		suffixes = []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix}
 	}
 	// Before the commit point: a failure leaves the log as it was.
@@ -380,8 +386,9 @@ func (l *Log) completeSwaps(ents []os.DirEntry) (bool, error) {
 			for _, name := range names {
 				if _, hasSwap := swapTxn[base]; b == base && !hasSwap && name == segmentName(base)+txnIndexSuffix {
 					// The new segment's, renamed already (old files were renamed to
-					// .deleted before): the new segment has every old entry, so an old
-					// <base>.txnindex would have had a .txnindex.swap beside it.
+					// .deleted before): the new segment has a .txnindex, empty or not,
+					// whenever the old ones had entries, so an old <base>.txnindex would
+					// have had a .txnindex.swap beside it.
 					continue
 				}
 				if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {

@@ -60,8 +60,9 @@ func (c LogToClean) Cleanable() bool {
 }
 
 // CleanableState computes the log's cleanable state at nowMs. lastCleanOffset is the
-// cleaner-offset-checkpoint entry (< 0: none), lastStableOffset the partition's (< 0: the
-// high watermark the log knows).
+// cleaner-offset-checkpoint entry (< 0: none), lastStableOffset a bound of the caller's (< 0:
+// none); the last stable offset published to the log (SetLastStableOffset) and its high
+// watermark bound it anyway.
 func (l *Log) CleanableState(cc CompactionConfig, lastCleanOffset, lastStableOffset, nowMs int64) (LogToClean, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -76,10 +77,10 @@ func (l *Log) CleanableState(cc CompactionConfig, lastCleanOffset, lastStableOff
 	}
 	segs := l.mu.segments
 	active := segs[len(segs)-1]
-	if lastStableOffset < 0 {
-		lastStableOffset = l.highWatermarkLocked()
+	uncleanable := min(l.cleanableEndLocked(), active.baseOffset)
+	if lastStableOffset >= 0 {
+		uncleanable = min(uncleanable, lastStableOffset)
 	}
-	uncleanable := min(lastStableOffset, active.baseOffset)
 	first := l.floorSegmentLocked(lc.FirstDirtyOffset)
 	buf := headerPool.Get().(*headerBuf)
 	defer headerPool.Put(buf)

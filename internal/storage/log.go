@@ -137,6 +137,11 @@ type Log struct {
 		offlineErr     error
 	}
 
+	// lastStable is the partition's last stable offset as the replica layer last published it
+	// (SetLastStableOffset), -1 until it does. Atomic: set on every move of the high
+	// watermark or of the producer state, without the log's locks.
+	lastStable atomic.Int64
+
 	pub struct {
 		logStartOffset atomic.Int64
 		logEndOffset   atomic.Int64
@@ -171,6 +176,7 @@ func Open(fs FS, dir string, cfg Config, opt OpenOptions) (*Log, error) {
 	}
 	l.mu.cfg = cfg.normalized()
 	l.mu.highWatermark = -1
+	l.lastStable.Store(-1)
 	l.wr.lastFlushMs = l.nowMs()
 	if err := l.load(opt); err != nil {
 		for _, s := range l.mu.segments {
@@ -287,6 +293,22 @@ func (l *Log) SetHighWatermark(hw int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.highWatermark = hw
+}
+
+// SetLastStableOffset tells the log the partition's last stable offset (the first offset of
+// its earliest ongoing transaction, or the high watermark): the cleaner never cleans at or
+// past it (cleaner.go). Until it is first called the cleaner stops at the high watermark, as
+// for a log with no transactions above it.
+func (l *Log) SetLastStableOffset(lso int64) { l.lastStable.Store(lso) }
+
+// cleanableEndLocked is the offset cleaning never reaches: the last stable offset when
+// published, the high watermark (or the log end offset) in any case. Holding mu.
+func (l *Log) cleanableEndLocked() int64 {
+	end := l.highWatermarkLocked()
+	if lso := l.lastStable.Load(); lso >= 0 {
+		end = min(end, lso)
+	}
+	return end
 }
 
 // highWatermarkLocked is the high watermark or, when unset, the log end offset.

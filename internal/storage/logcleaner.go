@@ -65,7 +65,9 @@ type LogCleaner struct {
 	bucket *quota.Bucket // nil: no throttle
 
 	// ActiveProducers, when set, gives each partition's idempotent producers and the last
-	// offset of each one's last batch (CleanOptions.ActiveProducers). Set before Start.
+	// offset of each one's last batch (CleanOptions.ActiveProducers), or nil when the
+	// partition is not open yet (its log is then not cleaned: its last stable offset is not
+	// known). Set before Start.
 	ActiveProducers func(TopicPartition) map[int64]int64
 	// Now is the clock; time.Now when nil. Set before Start.
 	Now func() time.Time
@@ -184,7 +186,12 @@ func (c *LogCleaner) CleanOnce(ctx context.Context, getMap func() (*OffsetMap, e
 		Throttle:               func(n int) error { return c.throttle(ctx, n) },
 	}
 	if c.ActiveProducers != nil {
-		opt.ActiveProducers = c.ActiveProducers(tp)
+		// nil: the partition is not open above the log yet (a log is listed from its
+		// opening, before the replica layer has replayed its producer state and published
+		// its last stable offset): cleaning now could clean an open transaction.
+		if opt.ActiveProducers = c.ActiveProducers(tp); opt.ActiveProducers == nil {
+			return false, nil
+		}
 	}
 	start := time.Now()
 	res, err := l.Clean(om, opt)

@@ -34,7 +34,8 @@ import (
 // producer's transaction start). The file goes where its segment goes: renamed to .deleted
 // and removed with it (retention, the log start offset, truncation, recovery's deletions,
 // Log.Delete); truncation and recovery cut the entries at or past the new end; the cleaner's
-// new segment holds the entries of the segments it replaces (cleanerswap.go).
+// new segment holds the entries of the segments it replaces whose ABORT markers it keeps
+// (an entry goes with its marker, once the transaction's batches are gone: cleanertxn.go).
 //
 // The file holds no descriptor: it is read whole into memory the first time the segment is
 // asked (a fetch, an append, a truncation), and each change opens it, writes and closes it;
@@ -248,12 +249,9 @@ func (x *txnIndex) restoreDirty() {
 	x.mu.Unlock()
 }
 
-// writeTxnIndexFile writes entries as a whole new file at path (the cleaner's output), or
-// nothing when there are none. It returns the file, not yet synced nor closed, or nil.
+// writeTxnIndexFile writes entries as a whole new file at path (the cleaner's output; empty
+// when there are none). It returns the file, not yet synced nor closed.
 func writeTxnIndexFile(fs FS, path string, entries []AbortedTxn) (File, error) {
-	if len(entries) == 0 {
-		return nil, nil
-	}
 	b := make([]byte, 0, len(entries)*txnIndexEntrySize)
 	for _, t := range entries {
 		b = encodeAbortedTxn(b, t)

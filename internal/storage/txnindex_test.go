@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/gregor-project/gregor/internal/batch"
 )
 
 // abortTxn appends a batch standing for a transaction's data and one standing for its ABORT
@@ -274,7 +272,9 @@ func TestTxnIndexRecovery(t *testing.T) {
 }
 
 // TestTxnIndexCleanerKeepsEntries: the cleaner's new segment holds the entries of the ones it
-// replaced, after the swap, a reopen and a crash in the middle of the swap's final renames.
+// replaced whose ABORT markers it keeps (all of them at the first pass, which still reads
+// the aborted batches it removes), after the swap, a reopen and a crash in the middle of the
+// swap's final renames.
 func TestTxnIndexCleanerKeepsEntries(t *testing.T) {
 	for _, fault := range []string{"", "*.txnindex.swap", "*.log.swap"} {
 		t.Run("fault="+fault, func(t *testing.T) {
@@ -282,9 +282,9 @@ func TestTxnIndexCleanerKeepsEntries(t *testing.T) {
 			l := e.open(true, 0, 0)
 			var all []AbortedTxn
 			for i := range 6 {
-				d := mustAppend(t, l, kvBatch(t, e.clock.NowMs(), batch.CodecNone, -1, kv{"a", val("x")}))
+				d := mustAppend(t, l, txnBatch(t, e.clock.NowMs(), int64(i+1), true, kv{"a", val("x")}))
 				fillKeys(t, l, e.clock, 40, 5)
-				m := mustAppend(t, l, kvBatch(t, e.clock.NowMs(), batch.CodecNone, -1, kv{"m", val("y")}))
+				m := mustAppend(t, l, markerBatch(t, e.clock.NowMs(), int64(i+1), false))
 				a := AbortedTxn{ProducerID: int64(i + 1), FirstOffset: d.FirstOffset, LastOffset: m.LastOffset, LastStableOffset: m.LastOffset + 1}
 				if err := l.AppendAbortedTxn(a); err != nil {
 					t.Fatal(err)
@@ -335,6 +335,67 @@ func TestTxnIndexCleanerKeepsEntries(t *testing.T) {
 					t.Fatalf("leftover %s", n)
 				}
 			}
+		})
+	}
+}
+
+// TestTxnIndexCleanerDropsEntries: once aborted transactions' batches and markers are gone,
+// their entries are gone from the cleaned segment's index (now empty), also when the pass
+// crashes after its commit point with the old index files not yet renamed away.
+func TestTxnIndexCleanerDropsEntries(t *testing.T) {
+	for _, fault := range []string{"", "*.log", "*.txnindex", "*.txnindex.swap", "*.log.swap"} {
+		t.Run("fault="+fault, func(t *testing.T) {
+			e, ffs := faultEnv(t)
+			l := e.open(true, 0, 0)
+			w := newTxnWriter(t, l, e.clock)
+			w.plain("a", "p")
+			w.write(1, "a", "x")
+			w.end(1, false)
+			w.write(2, "b", "y")
+			w.end(2, false)
+			fillerTo(t, w, 1)
+			w.write(3, "c", "z")
+			w.end(3, false) // in the next segment
+			fillerTo(t, w, 2)
+			cfg := l.Config()
+			cfg.SegmentBytes = 1 << 20 // one group: every sealed segment into one
+			l.Reconfigure(cfg)
+			opt := CleanOptions{}
+			cleanTxnPasses(t, e, l, 2, 1000, opt)
+			e.clock.Advance(1000)
+			if fault != "" {
+				ffs.Inject(Fault{Op: FaultRename, Pattern: fault})
+			}
+			opt.FirstDirtyOffset, opt.NowMs, opt.DeleteRetentionMs = 0, e.clock.NowMs(), 1000
+			_, err := l.Clean(newMap(t, 200), opt)
+			if fault == "" && err != nil {
+				t.Fatal(err)
+			}
+			if fault != "" {
+				if !errors.Is(err, ErrInjected) {
+					t.Fatalf("clean: %v", err)
+				}
+				ffs.Clear()
+				crash(l)
+				l = e.open(false, 0, 0)
+				// A swap given up before its commit point leaves the old segments: clean again.
+				if _, err := l.Clean(newMap(t, 200), opt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer func() { l.Close() }()
+			if got := mustAborted(t, l, 0, 1<<40); len(got) != 0 {
+				t.Fatalf("after cleaning: %v, want none", got)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = e.open(true, 0, 0)
+			if got := mustAborted(t, l, 0, 1<<40); len(got) != 0 {
+				t.Fatalf("after reopening: %v, want none", got)
+			}
+			w.l = l
+			w.checkTxnCleaned("reopened")
 		})
 	}
 }

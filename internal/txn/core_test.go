@@ -23,7 +23,9 @@ func TestInitProducerIDBumpsEpoch(t *testing.T) {
 		t.Fatalf("second init: %d/%d, want %d/1", pid2, epoch2, pid)
 	}
 	v := h.lastValue("a")
-	if v.Version != 0 || v.ProducerID != pid || v.ProducerEpoch != 1 || v.State != kmsg.TransactionState(Empty) || v.TimeoutMillis != 10_000 || v.Topics != nil || v.StartTimestamp != -1 {
+	// Version 1 (flexible), as Kafka writes with transaction.version finalized at 1 or more;
+	// a client of the older protocol is transaction version 0 in it.
+	if v.Version != 1 || v.ClientTransactionVersion != 0 || v.ProducerID != pid || v.ProducerEpoch != 1 || v.State != kmsg.TransactionState(Empty) || v.TimeoutMillis != 10_000 || len(v.Topics) != 0 || v.StartTimestamp != -1 {
 		t.Fatalf("record: %+v", v)
 	}
 	if h.state("a") != Empty {
@@ -518,10 +520,21 @@ func TestRecordRoundTrip(t *testing.T) {
 		tx.State != PrepareCommit || len(tx.Partitions) != 3 || tx.StartMs != 10 || tx.UpdateMs != 20 || tx.ClientVersion != 2 {
 		t.Fatalf("decoded %+v", tx)
 	}
+	// A transaction of the older protocol is written in version 1 too, as transaction
+	// version 0.
 	n.ClientVersion = 0
 	var v kmsg.TxnMetadataValue
-	if err := v.ReadFrom(records("x", n)[0].Value); err != nil || v.Version != 0 || len(v.Topics) != 2 {
-		t.Fatalf("v0: %+v %v", v, err)
+	if err := v.ReadFrom(records("x", n)[0].Value); err != nil || v.Version != 1 || v.ClientTransactionVersion != 0 || len(v.Topics) != 2 {
+		t.Fatalf("transaction version 0: %+v %v", v, err)
+	}
+	// A version 0 value (written before transaction.version 1) is still read.
+	old := kmsg.NewTxnMetadataValue()
+	old.Version, old.ProducerID, old.ProducerEpoch, old.TimeoutMillis = 0, 7, 2, 500
+	old.State, old.LastUpdateTimestamp, old.StartTimestamp = kmsg.TransactionState(CompleteCommit), 30, 25
+	old.Topics = []kmsg.TxnMetadataValueTopic{}
+	tx, err = decodeValue("y", old.AppendTo(nil))
+	if err != nil || tx.ProducerID != 7 || tx.Epoch != 2 || tx.State != CompleteCommit || tx.ClientVersion != 0 || tx.PrevProducerID != -1 || tx.NextProducerID != -1 {
+		t.Fatalf("version 0 value: %+v %v", tx, err)
 	}
 	s := NewShard(testConfig(), 0)
 	if err := s.Replay([]byte{0, 1, 0, 0}, nil); !errors.Is(err, ErrUnknownRecord) {
@@ -550,4 +563,48 @@ func TestTimeoutFencesV2Producer(t *testing.T) {
 	h.answerMarkers(nil)
 	wantCode(t, "zombie end v5", h.end("a", pid, e, true, 5).ErrorCode, kerr.ProducerFenced)
 	wantCode(t, "zombie abort v5", h.end("a", pid, e, false, 5).ErrorCode, kerr.ProducerFenced)
+}
+
+// A client of transaction version 2 end to end in the core: the partition leader adds the
+// partitions (AddPartitionsToTxn v5, tv2), which marks the transaction version 2 in its
+// record; EndTxn v5 answers the bumped epoch and its markers carry it with transaction
+// version 2 (WriteTxnMarkers v2); the next transaction is added in the bumped epoch and the
+// old one is fenced. A client of the older protocol gets markers of transaction version 0
+// in its own epoch.
+func TestTransactionVersion2Sequence(t *testing.T) {
+	h := newHarness(t)
+	pid, e := h.initOK("a")
+	w := h.waiter("leader add")
+	h.run(h.s.AddPartitions(h.now, w, "a", pid, e, []TopicPartition{tp("t", 0), tp(groupTopic, 3)}, true))
+	wantErr(t, "leader add", h.replies[w].(*kerr.Error), nil)
+	if v := h.lastValue("a"); v.Version != 1 || v.ClientTransactionVersion != 2 || v.State != kmsg.TransactionState(Ongoing) {
+		t.Fatalf("Ongoing record: %+v", v)
+	}
+	r := h.end("a", pid, e, true, 5)
+	if r.ErrorCode != 0 || r.ProducerID != pid || r.ProducerEpoch != e+1 {
+		t.Fatalf("EndTxn v5: %+v", r)
+	}
+	jobs := h.answerMarkers(nil)
+	if len(jobs) != 1 || jobs[0].TransactionVersion != 2 || jobs[0].ProducerEpoch != e+1 || len(jobs[0].Partitions) != 2 {
+		t.Fatalf("markers: %+v", jobs)
+	}
+	if h.state("a") != CompleteCommit {
+		t.Fatalf("after the markers: %v", h.state("a"))
+	}
+	w = h.waiter("stale add")
+	h.run(h.s.AddPartitions(h.now, w, "a", pid, e, []TopicPartition{tp("t", 0)}, true))
+	wantErr(t, "add in the epoch before the end", h.replies[w].(*kerr.Error), kerr.ProducerFenced)
+	w = h.waiter("next add")
+	h.run(h.s.AddPartitions(h.now, w, "a", pid, e+1, []TopicPartition{tp("t", 0)}, true))
+	wantErr(t, "add in the bumped epoch", h.replies[w].(*kerr.Error), nil)
+
+	pb, eb := h.initOK("b")
+	wantErr(t, "add b", h.add("b", pb, eb, tp("t", 1)), nil)
+	if r := h.end("b", pb, eb, false, 4); r.ErrorCode != 0 {
+		t.Fatalf("EndTxn v4: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	jobs = h.answerMarkers(nil)
+	if len(jobs) != 1 || jobs[0].TransactionVersion != 0 || jobs[0].ProducerEpoch != eb {
+		t.Fatalf("markers of transaction version 0: %+v", jobs)
+	}
 }

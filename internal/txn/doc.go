@@ -80,9 +80,11 @@
 // Kafka's own __transaction_state format (kmsg's TxnMetadataKey and TxnMetadataValue), so
 // Kafka's tools read the topic: key version 0 {transactional id} → value version 0 {producer
 // id, epoch, timeout, state, topics and partitions (null when Empty), last update time,
-// start time}, or version 1 (flexible, with previous and next producer id and the client's
-// transaction version as tagged fields) for transactions of transaction version 2; a null
-// value is a removed id. Each transition is one record, appended as one batch.
+// start time}, written in version 1 (flexible, with previous and next producer id and the
+// client's transaction version, 0 or 2, as tagged fields) as Kafka writes it once
+// transaction.version is finalized at 1 or more (TransactionVersion, which brokers finalize
+// at 2); version 0 values are still read. A null value is a removed id. Markers carry the
+// transaction's version (WriteTxnMarkers v2). Each transition is one record, appended as one batch.
 //
 // # Lock rules
 //

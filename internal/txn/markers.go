@@ -16,6 +16,9 @@ type Markers struct {
 	CoordinatorEpoch int32
 	TransactionalID  string
 	Partitions       []TopicPartition
+	// TransactionVersion is the transaction's: 2 for a client of KIP-890 part 2 (its
+	// marker's epoch is the one bumped at EndTxn), else 0. WriteTxnMarkers v2 carries it.
+	TransactionVersion int16
 }
 
 // MarkerSender writes markers to the leaders of their partitions (implemented by the
@@ -57,6 +60,7 @@ func (s *Shard) sendMarkers(t *Txn) {
 	s.out.Markers = append(s.out.Markers, MarkerJob{ID: s.jobSeq, Markers: Markers{
 		ProducerID: t.ProducerID, ProducerEpoch: t.Epoch, Commit: t.markers.commit,
 		CoordinatorEpoch: s.coordEpoch, TransactionalID: t.ID, Partitions: t.sortedPartitions(),
+		TransactionVersion: t.ClientVersion,
 	}})
 }
 

@@ -18,9 +18,17 @@ import (
 //	                 producer id, the client's transaction version)
 //	null value:      the id was removed (expired)
 //
-// A value is written in version 1 only for a transaction of transaction version 2 (whose
-// next producer id must survive a reload), version 0 otherwise, as Kafka writes version 0
-// until transaction.version 1 is enabled.
+// Values are written in version 1, as Kafka writes them once transaction.version 1 or
+// later is finalized (the broker finalizes TransactionVersion); the client's transaction
+// version is 0 for a transaction of the older protocol and 2 for one of KIP-890 part 2
+// (whose next producer id must survive a reload). Version 0 values are still read.
+
+// TransactionVersion is the level of Kafka's transaction.version feature this coordinator
+// runs at, which brokers finalize in ApiVersions: 1 is the flexible (version 1) records, 2
+// is KIP-890 part 2 (Produce v12 and TxnOffsetCommit v5 adding their partitions, EndTxn v5
+// bumping the epoch at every end). Clients that do not ask for 2 still get the older
+// protocol.
+const TransactionVersion int16 = 2
 
 // Record is a __transaction_state record; a nil Value is a tombstone.
 type Record struct {
@@ -44,10 +52,8 @@ func valueRecord(n transit) []byte {
 	v.ProducerID, v.ProducerEpoch, v.TimeoutMillis = n.ProducerID, n.Epoch, n.TimeoutMs
 	v.State = kmsg.TransactionState(n.State)
 	v.LastUpdateTimestamp, v.StartTimestamp = n.UpdateMs, n.StartMs
-	if n.ClientVersion >= 2 {
-		v.Version = 1
-		v.PreviousProducerID, v.NextProducerID, v.ClientTransactionVersion = n.PrevProducerID, n.NextProducerID, n.ClientVersion
-	}
+	v.Version = 1
+	v.PreviousProducerID, v.NextProducerID, v.ClientTransactionVersion = n.PrevProducerID, n.NextProducerID, n.ClientVersion
 	if n.State != Empty { // Kafka writes a null topic array for Empty
 		v.Topics = []kmsg.TxnMetadataValueTopic{}
 		for _, p := range n.Partitions {

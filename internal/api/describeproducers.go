@@ -1,0 +1,45 @@
+package api
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeProducers v0: the active producers of each partition as its leader's producer
+// state has them (Partition.ActiveProducers): id, epoch, last sequence and timestamp, the
+// coordinator epoch of its last marker and the first offset of its ongoing transaction (-1:
+// none), as kafka-transactions.sh describe-producers and find-hanging read them. Only the
+// leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, as Kafka's Partition.activeProducerState).
+
+func handleDescribeProducers(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		for _, idx := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = idx
+			p, err := h.partition(rt.Topic, idx)
+			if err == nil {
+				err = p.CheckLeader(-1)
+			}
+			if err != nil {
+				sp.ErrorCode, sp.ErrorMessage = code(err), errMsg(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			for _, pi := range p.ActiveProducers() {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch = pi.ProducerID, int32(pi.Epoch)
+				ap.LastSequence, ap.LastTimestamp = pi.LastSequence, pi.LastTimestamp
+				ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = pi.CoordinatorEpoch, pi.TxnStartOffset
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return msg(resp)
+}
