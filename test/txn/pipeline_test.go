@@ -61,10 +61,13 @@ func runPipeline(mode string) int {
 		kgo.FetchMaxWait(200 * time.Millisecond),
 	}
 	var err error
-	if mode == "txn" {
+	switch mode {
+	case "producer":
+		err = openTxnProducer(ctx, seeds, in, os.Getenv(envID))
+	case "txn":
 		err = txnPipeline(ctx, append(common, kgo.TransactionalID(os.Getenv(envID)), kgo.TransactionTimeout(10*time.Second),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets()), out)
-	} else {
+	default:
 		err = plainPipeline(ctx, append(common, kgo.AutoCommitInterval(time.Second)), out)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -72,6 +75,28 @@ func runPipeline(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+// openTxnProducer begins a transaction of id with a 2 s timeout, writes 5 records to topic
+// and waits, the transaction open, to be killed.
+func openTxnProducer(ctx context.Context, seeds []string, topic, id string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.TransactionTimeout(2*time.Second),
+		kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "open-%d", i)}).FirstErr(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(os.Stderr, "5 records written in an open transaction")
+	<-ctx.Done()
+	return nil
 }
 
 func copies(fs kgo.Fetches, out string) []*kgo.Record {
@@ -147,13 +172,21 @@ type pipelineProc struct {
 	killed   bool // the exit is the test's doing
 	restarts int  // exits of its own (an error it did not recover from)
 	closed   bool
+	once     bool // not restarted after an exit of its own
 }
 
 func startPipeline(t testing.TB, mode string, seeds []string, in, out, group, id string) *pipelineProc {
-	p := &pipelineProc{t: t, log: filepath.Join(t.TempDir(), "pipeline.log"), env: []string{
-		envMode + "=" + mode, envSeeds + "=" + strings.Join(seeds, ","), envIn + "=" + in, envOut + "=" + out,
-		envGroup + "=" + group, envID + "=" + id,
-	}}
+	return startProc(t, false, envMode+"="+mode, envSeeds+"="+strings.Join(seeds, ","), envIn+"="+in, envOut+"="+out,
+		envGroup+"="+group, envID+"="+id)
+}
+
+// startProducerProc runs openTxnProducer as a process of its own.
+func startProducerProc(t testing.TB, seeds []string, topic, id string) *pipelineProc {
+	return startProc(t, true, envMode+"=producer", envSeeds+"="+strings.Join(seeds, ","), envIn+"="+topic, envID+"="+id)
+}
+
+func startProc(t testing.TB, once bool, env ...string) *pipelineProc {
+	p := &pipelineProc{t: t, log: filepath.Join(t.TempDir(), "pipeline.log"), env: env, once: once}
 	p.start()
 	t.Cleanup(func() {
 		p.mu.Lock()
@@ -195,7 +228,7 @@ func (p *pipelineProc) start() {
 		f.Close()
 		close(done)
 		p.mu.Lock()
-		again := !p.killed && !p.closed
+		again := !p.killed && !p.closed && !p.once
 		if again {
 			p.restarts++
 			appendLog(p.log, fmt.Sprintf("--- pipeline exited (%v); restarting\n", err))
