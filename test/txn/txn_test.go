@@ -126,7 +126,7 @@ func runFaults(t *testing.T, mode string) faultRun {
 		default:
 			victim := coordinatorOf(ctx, t, c)
 			if what == "leader" {
-				victim = replication.WaitPartition(t, c, outTopic, int32(round%partitions), 30*time.Second,
+				victim = replication.WaitPartition(t, c, outTopic, int32(counts["leader"]%partitions), 30*time.Second,
 					func(s replication.PartitionState) bool { return s.Leader >= 0 }, "a leader").Leader
 			}
 			c.Node(victim).Kill()
