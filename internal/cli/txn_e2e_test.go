@@ -202,6 +202,17 @@ func TestBenchProduceTransactional(t *testing.T) {
 		}
 		n += fs.NumRecords()
 	}
+	// bench consume read_committed reads the 3000 records (not the markers' offsets).
+	var cres BenchResult
+	out = mustRunCLI(t, "", "bench", "consume", "-b", b.Addr(), "--topic", "txn-bench", "--records", "3000",
+		"--isolation-level", "read_committed", "--report-interval-ms", "0", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &cres); err != nil || cres.Records != 3000 {
+		t.Errorf("bench consume read_committed: %+v %v\n%s", cres, err, out)
+	}
+	if _, err := runCLI(t, "", "bench", "consume", "-b", b.Addr(), "--topic", "txn-bench", "--isolation-level", "read_committed"); err == nil ||
+		!strings.Contains(err.Error(), "--records") {
+		t.Errorf("bench consume read_committed without --records: %v, want refused", err)
+	}
 	if _, err := runCLI(t, "", "bench", "produce", "-b", b.Addr(), "--topic", "txn-bench", "--records", "10",
 		"--transactional-id", "bench-txn", "--acks", "1"); err == nil || !strings.Contains(err.Error(), "acks=all") {
 		t.Errorf("a transactional benchmark with acks=1: %v, want refused", err)
