@@ -275,7 +275,8 @@ func newTxnFindHangingCommand(cf *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "find-hanging --broker-id N",
 		Short: "Find open transactions on a broker's partitions that no coordinator will ever end",
-		Long: "Asks broker N, with DescribeProducers, for the producers of every partition it holds a replica of; an open " +
+		Long: "Asks broker N, with DescribeProducers, for the producers of every partition it holds a replica of (those it " +
+			"follows are asked of their leaders when it answers only as a leader); an open " +
 			"transaction that has written nothing for longer than --max-transaction-timeout is hanging unless its " +
 			"coordinator lists it as ongoing with that partition (ListTransactions, DescribeTransactions), as " +
 			"kafka-transactions.sh find-hanging does. Abort one with `txn abort`.",
@@ -327,7 +328,12 @@ func findHanging(ctx context.Context, adm *kadm.Client, cl *kgo.Client, brokerID
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
 	req := kmsg.NewPtrDescribeProducersRequest()
+	leaderOf := map[string]map[int32]int32{}
 	for _, td := range meta.Topics.Sorted() {
+		leaderOf[td.Topic] = map[int32]int32{}
+		for _, p := range td.Partitions {
+			leaderOf[td.Topic][p.Partition] = p.Leader
+		}
 		rt := kmsg.NewDescribeProducersRequestTopic()
 		rt.Topic = td.Topic
 		for _, p := range td.Partitions.Sorted() {
@@ -350,28 +356,50 @@ func findHanging(ctx context.Context, adm *kadm.Client, cl *kgo.Client, brokerID
 		return nil, fmt.Errorf("describing the producers on broker %d: %w", brokerID, err)
 	}
 	var candidates []hangingTxn
+	consider := func(topic string, partition int32, pid int64, epoch int16, coordEpoch int32, start, last int64) {
+		idle := now.Sub(time.UnixMilli(last))
+		if start < 0 || idle <= maxTimeout {
+			return
+		}
+		candidates = append(candidates, hangingTxn{
+			Topic: topic, Partition: partition, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coordEpoch,
+			StartOffset: start, LastTimestamp: last, DurationMinutes: int64(idle / time.Minute),
+		})
+	}
 	var errs []string
+	// A broker that answers DescribeProducers only as a partition's leader: its follower
+	// partitions are asked of their leaders, whose producer state the followers copy.
+	var ofLeaders kadm.TopicsSet
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			err := kerr.ErrorForCode(p.ErrorCode)
+			if errors.Is(err, kerr.NotLeaderForPartition) && leaderOf[t.Topic][p.Partition] != brokerID {
+				ofLeaders.Add(t.Topic, p.Partition)
+				continue
+			}
+			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s-%d: %s", t.Topic, p.Partition, kafkaErrorText(err, derefStr(p.ErrorMessage))))
 				continue
 			}
 			for _, s := range p.ActiveProducers {
-				if s.CurrentTxnStartOffset < 0 {
-					continue
-				}
-				idle := now.Sub(time.UnixMilli(s.LastTimestamp))
-				if idle <= maxTimeout {
-					continue
-				}
-				candidates = append(candidates, hangingTxn{
-					Topic: t.Topic, Partition: p.Partition, ProducerID: s.ProducerID, ProducerEpoch: int16(s.ProducerEpoch),
-					CoordinatorEpoch: s.CoordinatorEpoch, StartOffset: s.CurrentTxnStartOffset, LastTimestamp: s.LastTimestamp,
-					DurationMinutes: int64(idle / time.Minute),
-				})
+				consider(t.Topic, p.Partition, s.ProducerID, int16(s.ProducerEpoch), s.CoordinatorEpoch, s.CurrentTxnStartOffset, s.LastTimestamp)
 			}
 		}
+	}
+	if len(ofLeaders) > 0 {
+		described, err := adm.DescribeProducers(ctx, ofLeaders)
+		if err != nil {
+			return nil, fmt.Errorf("describing the producers of broker %d's follower partitions on their leaders: %w", brokerID, err)
+		}
+		described.EachPartition(func(p kadm.DescribedProducersPartition) {
+			if p.Err != nil {
+				errs = append(errs, fmt.Sprintf("%s-%d: %s", p.Topic, p.Partition, kafkaErrorText(p.Err, p.ErrMessage)))
+				return
+			}
+			p.ActiveProducers.Each(func(s kadm.DescribedProducer) {
+				consider(p.Topic, p.Partition, s.ProducerID, s.ProducerEpoch, s.CoordinatorEpoch, s.CurrentTxnStartOffset, s.LastTimestamp)
+			})
+		})
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("describing the producers on broker %d: %s", brokerID, strings.Join(errs, "; "))

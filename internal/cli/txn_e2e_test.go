@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,6 +165,35 @@ func TestTxnTools(t *testing.T) {
 	}
 }
 
+// find-hanging on a cluster reports the hanging transaction of a partition for its leader
+// and for each of its followers alike.
+func TestTxnFindHangingOnFollowers(t *testing.T) {
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3, Sets: []string{"transaction.partition.verification.enable=false"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bs := strings.Join(c.Bootstrap(), ",")
+	cl := c.Client(t)
+	// A Metadata request of our own: kadm's BrokerMetadata answers from the client's cache.
+	c.WaitFor(t, 30*time.Second, func() bool {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		resp, err := req.RequestWith(ctx, cl)
+		return err == nil && len(resp.Brokers) == 3
+	}, "3 brokers in the metadata")
+	mustRunCLI(t, "", "topic", "create", "txn-hang", "--partitions", "1", "--replication-factor", "3", "-b", bs)
+	pid, _ := writeStrayTxnBatch(ctx, t, bs, "txn-hang", time.Now().Add(-time.Hour))
+	for _, n := range c.Nodes() {
+		var hanging []hangingTxn
+		out := mustRunCLI(t, "", "txn", "find-hanging", "--broker-id", itoa(n.ID), "-b", bs, "-o", "json")
+		if err := json.Unmarshal([]byte(out), &hanging); err != nil {
+			t.Fatalf("find-hanging output: %v\n%s", err, out)
+		}
+		if len(hanging) != 1 || hanging[0].ProducerID != pid || hanging[0].Topic != "txn-hang" {
+			t.Errorf("find-hanging --broker-id %d: %+v, want the stray transaction of producer %d", n.ID, hanging, pid)
+		}
+	}
+}
+
 // bench produce --transactional-id commits every --txn-records records: 3000 records in 6
 // transactions, all of them read_committed, the id's last transaction committed.
 func TestBenchProduceTransactional(t *testing.T) {
@@ -219,12 +250,12 @@ func TestBenchProduceTransactional(t *testing.T) {
 	}
 }
 
-// writeStrayTxnBatch gets an idempotent producer id (InitProducerId without a
+// writeStrayTxnBatch (addr: HOST:PORT[,HOST:PORT...]) gets an idempotent producer id (InitProducerId without a
 // transactional id) and appends a transactional batch of two records with timestamp ts to
 // partition 0 of topic, with no AddPartitionsToTxn: a transaction no coordinator will end.
 func writeStrayTxnBatch(ctx context.Context, t *testing.T, addr, topic string, ts time.Time) (int64, int16) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,14 +288,32 @@ func writeStrayTxnBatch(ctx context.Context, t *testing.T, addr, topic string, t
 	rp.Records = raw
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	presp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("produce the stray batch: %v", err)
+	// Sent to the partition's leader as the metadata names it, again while a new topic's
+	// leadership is still reaching the brokers.
+	var last error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		mreq := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		mreq.Topics = append(mreq.Topics, mt)
+		mresp, err := mreq.RequestWith(ctx, cl)
+		if err != nil || len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) != 1 || mresp.Topics[0].Partitions[0].Leader < 0 {
+			last = fmt.Errorf("no leader in the metadata (%v)", err)
+			continue
+		}
+		presp, err := req.RequestWith(ctx, cl.Broker(int(mresp.Topics[0].Partitions[0].Leader)))
+		if err == nil {
+			err = kerr.ErrorForCode(presp.Topics[0].Partitions[0].ErrorCode)
+		}
+		if err == nil {
+			return iresp.ProducerID, iresp.ProducerEpoch
+		}
+		if last = err; !errors.Is(err, kerr.NotLeaderForPartition) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			break
+		}
 	}
-	if err := kerr.ErrorForCode(presp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("produce the stray batch: %v", err)
-	}
-	return iresp.ProducerID, iresp.ProducerEpoch
+	t.Fatalf("produce the stray batch: %v", last)
+	return 0, 0
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
