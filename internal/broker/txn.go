@@ -116,7 +116,16 @@ func (p *peers) Close() {
 type markerSender struct {
 	b     *Broker
 	peers *peers
+	// timeout bounds one WriteTxnMarkers to another broker (0: markerRequestTimeout), so
+	// that a leader that never answers fails the attempt and the coordinator retries it.
+	timeout time.Duration
 }
+
+// markerRequestTimeout bounds a WriteTxnMarkers round trip, as Kafka's marker channel's
+// request.timeout.ms does: past the leader's own wait for the marker's replication
+// (replica.DefaultAppendTimeoutMs, as api's markerTimeout), so a slow ISR is answered by
+// the leader first.
+const markerRequestTimeout = replica.DefaultAppendTimeoutMs*time.Millisecond + 5*time.Second
 
 // markerRequestVersion: WriteTxnMarkers v2, which carries the transaction's version (2 for
 // a transaction of KIP-890 part 2, else 0), as Kafka 4.x's coordinators send it.
@@ -169,7 +178,13 @@ func (s markerSender) WriteMarkers(ctx context.Context, m txn.Markers) map[txn.T
 				answers <- answer{tps: tps, resp: s.b.handler.WriteTxnMarkers(ctx, req)}
 				return
 			}
-			r, err := s.peers.Request(ctx, leader, req)
+			timeout := s.timeout
+			if timeout <= 0 {
+				timeout = markerRequestTimeout
+			}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			r, err := s.peers.Request(rctx, leader, req)
+			cancel()
 			if err != nil {
 				answers <- answer{tps: tps, err: err}
 				return
