@@ -154,8 +154,12 @@ func (p *Partition) WriteTxnMarker(m TxnMarker, nowMs, timeoutMs int64) (AppendR
 
 // LastStableOffset: the smallest first offset of an ongoing transaction, or the high
 // watermark if smaller or none (never above it). Atomic like HighWatermark; a follower keeps
-// its own from the batches it copies.
-func (p *Partition) LastStableOffset() int64 { return p.lso.Load() }
+// its own from the batches it copies. Never below the log start offset: retention moves that
+// in the storage layer, without the partition republishing lso (an open transaction's first
+// segment may be deleted, and its LSO follows the log start as Kafka's does).
+func (p *Partition) LastStableOffset() int64 {
+	return min(p.hw.Load(), max(p.lso.Load(), p.log.LogStartOffset()))
+}
 
 // publishLSOLocked recomputes the last stable offset after the high watermark or the
 // producer state changed, and reports whether it moved. Holding mu.
