@@ -244,6 +244,17 @@ func (m *Manager) Remove(topic string, part int32) error {
 	return m.logs.Delete(topic, part)
 }
 
+// ExpireProducers forgets, on every partition, the producers idle for expirationMs at nowMs
+// (producer.id.expiration.ms; Partition.ExpireProducers), returning how many. The broker
+// calls it periodically, as Kafka checks every producer.id.expiration.check.interval.ms.
+func (m *Manager) ExpireProducers(nowMs, expirationMs int64) int {
+	n := 0
+	for _, p := range m.Partitions() {
+		n += p.ExpireProducers(nowMs, expirationMs)
+	}
+	return n
+}
+
 // Partitions returns every partition, sorted by topic then index.
 func (m *Manager) Partitions() []*Partition {
 	m.mu.RLock()

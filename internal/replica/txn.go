@@ -187,3 +187,18 @@ func (p *Partition) ActiveProducers() []ProducerInfo {
 	defer p.mu.Unlock()
 	return p.mu.producers.Producers()
 }
+
+// ExpireProducers applies producer.id.expiration.ms at nowMs (ProducerState.RemoveExpired)
+// and returns how many producers it forgot.
+func (p *Partition) ExpireProducers(nowMs, expirationMs int64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.producers == nil {
+		return 0
+	}
+	n := p.mu.producers.RemoveExpired(nowMs, expirationMs)
+	if n > 0 {
+		p.mu.snapshotAt = -1 // the newest snapshot still has them
+	}
+	return n
+}

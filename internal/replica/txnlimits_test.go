@@ -33,3 +33,63 @@ func TestTxnRetentionPastOpenTransactionMovesLSO(t *testing.T) {
 	}
 	wantLSO(t, "after retention deleted the transaction's first segment", p, min(start, p.HighWatermark()))
 }
+
+// producer.id.expiration.ms: an idle producer (its last batch's timestamp that long ago) is
+// forgotten, unless a transaction of its is ongoing; a verification guard never used is
+// dropped too (a coordinator check that failed leaves one behind), as Kafka's
+// removeExpiredProducers does. Without it the state grows with every producer id ever seen.
+func TestProducerStateExpiresIdleProducersAndGuards(t *testing.T) {
+	s := NewProducerState()
+	idle := hdr(1, 0, 0, 1, 0)
+	idle.MaxTimestamp = 1000
+	s.Update(&idle)
+	open := txnHdr(2, 0, 0, 1, 1)
+	open.MaxTimestamp = 1000
+	s.Update(&open)
+	g, _ := s.StartVerification(3, 0) // its coordinator check failed: never used
+	const expiry = 10_000
+	if n := s.RemoveExpired(1000+expiry-1, expiry); n != 0 || s.Len() != 2 {
+		t.Fatalf("before the expiration: removed %d, %d producers left", n, s.Len())
+	}
+	recent := hdr(4, 0, 0, 1, 2)
+	recent.MaxTimestamp = 1000 + expiry
+	s.Update(&recent)
+	if n := s.RemoveExpired(1000+expiry, expiry); n != 1 {
+		t.Fatalf("removed %d producers, want 1", n)
+	}
+	ids := []int64{}
+	for _, pi := range s.Producers() {
+		ids = append(ids, pi.ProducerID)
+	}
+	if len(ids) != 2 || ids[0] != 2 || ids[1] != 4 {
+		t.Fatalf("producers left %v, want [2 4] (2's transaction is ongoing, 4 is recent)", ids)
+	}
+	if s.FirstUnstableOffset() != 1 {
+		t.Fatalf("first unstable offset %d, want 1", s.FirstUnstableOffset())
+	}
+	// The guard is gone by the next sweep past the expiration time: a later verification
+	// gets a new one, and the stale one no longer lets a transaction start.
+	s.RemoveExpired(1000+2*expiry, expiry)
+	start := txnHdr(3, 0, 0, 1, 3)
+	if err := s.CheckVerification(&start, g); err == nil {
+		t.Fatal("a guard left by a failed verification still starts a transaction after the expiration")
+	}
+	if g2, needed := s.StartVerification(3, 0); !needed || g2 == g {
+		t.Fatalf("a fresh verification got guard %d (stale %d), needed %v", g2, g, needed)
+	}
+}
+
+// The partitions' sweep (Manager.ExpireProducers) applies it to every partition.
+func TestManagerExpireProducers(t *testing.T) {
+	m := roleManager(t, t.TempDir(), 1, nil)
+	defer m.Close()
+	p := openRolePartition(t, m, 1)
+	mustAppendRaw(t, p, buildBatchFor(t, 7, 0, 0, "a")) // timestamp 1000
+	mustAppendRaw(t, p, txnBatch(t, 8, 0, 0, "b"))
+	if n := m.ExpireProducers(1000+86_400_000, 86_400_000); n != 1 {
+		t.Fatalf("expired %d producers, want 1", n)
+	}
+	if ps := p.ActiveProducers(); len(ps) != 1 || ps[0].ProducerID != 8 {
+		t.Fatalf("producers left %+v, want only 8 (its transaction is open)", ps)
+	}
+}
