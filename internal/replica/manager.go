@@ -321,19 +321,19 @@ func snapshotAll(ps []*Partition) []error {
 	return errs
 }
 
-// rebuildProducersLocked rebuilds the producer state from the newest snapshot at or below the
-// log end offset (deleting later ones) and the batches after it, markers included: the
-// ongoing transactions are re-derived and the aborted ones the transaction index lost (a
-// crash, a truncation) are added again. The caller publishes the last stable offset. Holding
+// rebuildProducersLocked rebuilds the producer state from the newest snapshot between the log
+// start and end offsets (deleting the others: loadSnapshot) and the batches after it,
+// markers included: the ongoing transactions are re-derived and the aborted ones the
+// transaction index lost (a crash, a truncation) are added again. The caller publishes the last stable offset. Holding
 // p.mu (or p not yet published).
 func (p *Partition) rebuildProducersLocked() error {
 	l := p.log
-	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogEndOffset())
+	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogStartOffset(), l.LogEndOffset())
 	if err != nil {
 		return err
 	}
 	if from < l.LogStartOffset() {
-		from = l.LogStartOffset()
+		from = l.LogStartOffset() // no snapshot: replay the whole log
 	}
 	err = l.ScanBatchesControl(from, func(h batch.Header, control []byte) error {
 		return p.applyBatch(ps, &h, control)

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -92,4 +94,51 @@ func TestManagerExpireProducers(t *testing.T) {
 	if ps := p.ActiveProducers(); len(ps) != 1 || ps[0].ProducerID != 8 {
 		t.Fatalf("producers left %+v, want only 8 (its transaction is open)", ps)
 	}
+}
+
+// A restart after kill -9 (no new snapshot) once retention has moved the log start past the
+// snapshot's offset: the snapshot says producer 5's transaction is open, but its COMMIT
+// marker was in the deleted segments, so the replay from the log start never ends it. Kafka
+// never loads a snapshot below the log start (truncateAndReload deletes them): the replay
+// from the log start alone is the state. Otherwise the LSO stays pinned to the log start.
+func TestTxnRestartFromSnapshotBelowLogStart(t *testing.T) {
+	dir := t.TempDir()
+	m := roleManager(t, dir, 1, nil)
+	p := openRolePartition(t, m, 1)
+	mustAppendRaw(t, p, txnBatch(t, 5, 0, 0, "t")) // 0
+	if err := m.Close(); err != nil {              // the snapshot at 1: 5's transaction open
+		t.Fatal(err)
+	}
+	m = roleManager(t, dir, 1, nil)
+	defer m.Close()
+	p = openRolePartition(t, m, 1)
+	mustMarker(t, p, TxnMarker{ProducerID: 5, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 1}) // 1
+	big := strings.Repeat("x", 600)
+	for i := 0; i < 8; i++ {
+		appendValues(t, p, false, big)
+	}
+	cfg := p.Log().Config()
+	cfg.RetentionMs = 1
+	p.Log().Reconfigure(cfg)
+	if _, err := p.Log().DeleteExpired(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	if p.Log().LogStartOffset() <= 1 {
+		t.Fatalf("log start %d: retention kept the marker", p.Log().LogStartOffset())
+	}
+	appendValues(t, p, false, "after")
+	wantLSO(t, "before the crash", p, p.HighWatermark())
+
+	// kill -9: the files as they are, no snapshot at the end, no clean shutdown.
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	m2 := roleManager(t, crashed, 1, nil)
+	defer m2.Close()
+	p2 := openRolePartition(t, m2, 1)
+	if ps := p2.ActiveProducers(); len(ps) > 0 && ps[0].TxnStartOffset >= 0 {
+		t.Fatalf("after the restart producer 5's committed transaction is open again: %+v", ps)
+	}
+	wantLSO(t, "after the restart", p2, p2.HighWatermark())
 }
