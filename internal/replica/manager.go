@@ -342,6 +342,7 @@ func (p *Partition) rebuildProducersLocked() error {
 		return err
 	}
 	p.mu.producers = ps
+	p.mu.txnIndexBehind = false // the replay added every entry missing since the snapshot
 	p.mu.snapshotAt = -1
 	if from == l.LogEndOffset() {
 		p.mu.snapshotAt = from // the snapshot is the whole state: nothing was replayed

@@ -119,7 +119,11 @@ func (p *Partition) applyBatch(ps *ProducerState, h *batch.Header, b []byte) err
 	if !c.Aborted {
 		return nil
 	}
-	return p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset})
+	err = p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset})
+	if err != nil {
+		p.mu.txnIndexBehind = true // a rebuild's replay adds it again (snapshotProducers)
+	}
+	return err
 }
 
 // WriteTxnMarker appends the marker as the leader (any current leader epoch), as one control

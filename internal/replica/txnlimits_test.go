@@ -3,8 +3,11 @@ package replica
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // Retention deleting the segment where an open transaction started moves the log start
@@ -141,4 +144,43 @@ func TestTxnRestartFromSnapshotBelowLogStart(t *testing.T) {
 		t.Fatalf("after the restart producer 5's committed transaction is open again: %+v", ps)
 	}
 	wantLSO(t, "after the restart", p2, p2.HighWatermark())
+}
+
+// An ABORT whose transaction index entry could not be written (out of descriptors: the log
+// stays online and the append stands) is re-added by the next rebuild, which replays the log
+// from the newest snapshot. A clean shutdown must then not write a snapshot past the marker,
+// or the next start replays nothing and the entry is lost for good: read_committed consumers
+// would take the aborted records for committed ones.
+func TestTxnIndexEntryLostOnAppendSurvivesCleanRestart(t *testing.T) {
+	dir := t.TempDir()
+	ffs := storage.NewFaultFS(storage.OS)
+	open := func() (*Manager, *Partition) {
+		logs, err := storage.OpenManager(ffs, dir, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewManager(ffs, logs, quiet)
+		p, err := m.Open("t", 0, roleSettings(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, p
+	}
+	m, p := open()
+	mustAppendRaw(t, p, txnBatch(t, 5, 0, 0, "t1", "t2")) // 0..1
+	ffs.Inject(storage.Fault{Op: storage.FaultOpen, Pattern: "*.txnindex", Err: storage.ErrTooManyOpenFiles, Times: -1})
+	mustMarker(t, p, TxnMarker{ProducerID: 5, ProducerEpoch: 0, Commit: false, CoordinatorEpoch: 1}) // 2
+	ffs.Clear()
+	if got := aborted(t, p); len(got) != 0 {
+		t.Fatalf("the fault did not take: %v", got)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, p = open()
+	defer m.Close()
+	want := []storage.AbortedTxn{{ProducerID: 5, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3}}
+	if got := aborted(t, p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("aborted transactions after a clean restart %v, want %v", got, want)
+	}
 }
