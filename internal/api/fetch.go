@@ -417,10 +417,15 @@ func (f *fetch) readPartition(p *replica.Partition, fp *fetchPartition, offset i
 		return 0, nil
 	}
 	if f.committed {
-		// Kafka bounds the range by the end of the fetched bytes; the end of what the fetch
-		// may read (the last stable offset) is a superset clients handle the same way: an
-		// entry past their records matches nothing they were given.
-		if fp.aborted, err = p.Log().AbortedTxns(offset, fp.end); err != nil {
+		// The aborted transactions overlapping the records returned, as Kafka bounds them by
+		// the end of the fetched data: bounded by the last stable offset instead, a consumer
+		// catching up would get (and the broker collect, index after index) every abort of
+		// the rest of the log with each fetch.
+		upper, err := readEnd(s)
+		if err == nil {
+			fp.aborted, err = p.Log().AbortedTxns(offset, upper)
+		}
+		if err != nil {
 			s.Release()
 			return 0, err
 		}
@@ -446,6 +451,25 @@ func (f *fetch) readPartition(p *replica.Partition, fp *fetchPartition, offset i
 	f.slices = append(f.slices, s)
 	fp.file = Part{File: s.File.OSFile(), Pos: s.Pos, N: int(s.Size)}
 	return int(s.Size), nil
+}
+
+// readEnd is the offset after the last batch of s (whole batches), from the batch headers:
+// one read of a header per batch returned.
+func readEnd(s storage.Slice) (int64, error) {
+	var hb [batch.HeaderSize]byte
+	end := int64(-1)
+	for pos, stop := s.Pos, s.Pos+int64(s.Size); pos < stop; {
+		if _, err := s.File.ReadAt(hb[:], pos); err != nil {
+			return -1, err
+		}
+		h, err := batch.ParseHeader(hb[:])
+		if err != nil {
+			return -1, err
+		}
+		end = h.LastOffset() + 1
+		pos += int64(h.Size())
+	}
+	return end, nil
 }
 
 // release drops the segment references taken by read.

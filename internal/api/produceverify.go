@@ -78,20 +78,7 @@ func (h *Handler) appendTransactional(ctx context.Context, req *kmsg.ProduceRequ
 	guards := make([]replica.VerificationGuard, len(pending))
 	errs := make([]error, len(pending))
 	if prod != nil {
-		var check []int
-		for i, pa := range pending {
-			if !anyTransactional(pa.hdrs) || (!pa.p.Settings().TxnVerification && req.Version < verifyAddsFromVersion) {
-				continue
-			}
-			g, needed := pa.p.StartVerification(prod.id, prod.epoch)
-			guards[i] = g
-			if needed {
-				check = append(check, i)
-			}
-		}
-		if len(check) > 0 {
-			h.verifyPartitions(ctx, req.Version, *req.TransactionID, prod.id, prod.epoch, pending, check, errs)
-		}
+		h.verifyTransactional(ctx, req.Version, *req.TransactionID, prod.id, prod.epoch, pending, guards, errs)
 	}
 	for i, pa := range pending {
 		st := &resp.Topics[pa.topic]
@@ -123,17 +110,55 @@ func anyTransactional(hdrs []batch.Header) bool {
 	return false
 }
 
-// verifyPartitions asks the coordinator of transactionalID about pending[check...] and
-// sets errs[i] for each partition it did not confirm, as the client is to be answered.
-func (h *Handler) verifyPartitions(ctx context.Context, version int16, transactionalID string, pid int64, epoch int16, pending []pendingAppend, check []int, errs []error) {
-	parts := make([]txn.TopicPartition, len(check))
-	for j, i := range check {
-		parts[j] = txn.TopicPartition{Topic: pending[i].p.Topic, Partition: pending[i].p.Index}
-	}
-	codes := h.txnPartitions(ctx, transactionalID, pid, epoch, version >= verifyAddsFromVersion, parts)
-	for j, i := range check {
-		if c := codes[parts[j]]; c != 0 {
-			errs[i] = verificationError(c, version)
+// verifyTransactional takes the verification guard of each pending partition whose
+// batches would start a transaction (guards[i]) and has the coordinator of transactionalID
+// confirm them, or from Produce v12 add them, setting errs[i] for each it did not. From v12
+// a CONCURRENT_TRANSACTIONS answer (the previous transaction's markers are still being
+// written) is asked again every verifyRetryBackoffMs for up to verifyRetryMaxMs, each round
+// taking the guards anew, as Kafka's ReplicaManager retries the whole verification: the
+// previous transaction's marker, landing meanwhile, clears a guard taken before it, and the
+// append would be refused with that one. A ctx that ends meanwhile is NETWORK_EXCEPTION.
+func (h *Handler) verifyTransactional(ctx context.Context, version int16, transactionalID string, pid int64, epoch int16, pending []pendingAppend, guards []replica.VerificationGuard, errs []error) {
+	add := version >= verifyAddsFromVersion
+	start := time.Now()
+	for {
+		var check []int
+		for i, pa := range pending {
+			errs[i], guards[i] = nil, 0
+			if !anyTransactional(pa.hdrs) || (!pa.p.Settings().TxnVerification && !add) {
+				continue
+			}
+			g, needed := pa.p.StartVerification(pid, epoch)
+			guards[i] = g
+			if needed {
+				check = append(check, i)
+			}
+		}
+		if len(check) == 0 {
+			return
+		}
+		parts := make([]txn.TopicPartition, len(check))
+		for j, i := range check {
+			parts[j] = txn.TopicPartition{Topic: pending[i].p.Topic, Partition: pending[i].p.Index}
+		}
+		codes := h.askTxnCoordinator(ctx, transactionalID, pid, epoch, !add, parts)
+		for j, i := range check {
+			if c := codes[parts[j]]; c != 0 {
+				errs[i] = verificationError(c, version)
+			}
+		}
+		if !add || time.Since(start) >= verifyRetryMaxMs*time.Millisecond || !anyCode(codes, kerr.ConcurrentTransactions.Code) {
+			return
+		}
+		t := time.NewTimer(verifyRetryBackoffMs * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			for _, i := range check {
+				errs[i] = verificationError(kerr.NetworkException.Code, version)
+			}
+			return
 		}
 	}
 }

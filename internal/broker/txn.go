@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,62 +39,95 @@ func txnConfig(cfg *config.Broker) txn.Config {
 // per broker, dialed on first use and again after a failure (api.BrokerChannel). Requests
 // on one connection are pipelined (wire.Conn).
 //
-// Lock rule: mu guards conns and closed; dialing happens under it (one dial per broker at a
-// time, bounded by the caller's context).
+// Lock rule: mu guards peers and closed and is never held while dialing; each peer's own
+// dial lock is (one dial per broker at a time, bounded by the caller's context), so a broker
+// that cannot be reached holds up only the requests to it. Lock order: a peer's dial, then
+// mu.
 type peers struct {
 	b  *Broker
 	mu struct {
 		sync.Mutex
-		conns  map[int32]*wire.Conn
+		peers  map[int32]*peer
 		closed bool
 	}
 }
 
+// peer is the connection to one broker. dial serialises dialing; conn is guarded by the
+// peers' mu, replaced when it fails.
+type peer struct {
+	dial sync.Mutex
+	conn *wire.Conn
+}
+
 func newPeers(b *Broker) *peers {
 	p := &peers{b: b}
-	p.mu.conns = map[int32]*wire.Conn{}
+	p.mu.peers = map[int32]*peer{}
 	return p
 }
 
 // Request sends req (at the version set on it) to broker node and waits for the answer. A
 // failed connection is dropped, so the next request dials again.
 func (p *peers) Request(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error) {
-	c, err := p.conn(ctx, node)
+	pr, c, err := p.conn(ctx, node)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.Request(ctx, req)
 	if err != nil && c.Err() != nil {
 		p.mu.Lock()
-		if p.mu.conns[node] == c {
-			delete(p.mu.conns, node)
+		if pr.conn == c {
+			pr.conn = nil
 		}
 		p.mu.Unlock()
 	}
 	return resp, err
 }
 
-func (p *peers) conn(ctx context.Context, node int32) (*wire.Conn, error) {
+// live returns node's peer and its connection if that is usable (nil otherwise).
+func (p *peers) live(node int32) (*peer, *wire.Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed {
-		return nil, wire.ErrClosed
+		return nil, nil, wire.ErrClosed
 	}
-	if c := p.mu.conns[node]; c != nil && c.Err() == nil {
-		return c, nil
+	pr := p.mu.peers[node]
+	if pr == nil {
+		pr = &peer{}
+		p.mu.peers[node] = pr
+	}
+	if c := pr.conn; c != nil && c.Err() == nil {
+		return pr, c, nil
+	}
+	return pr, nil, nil
+}
+
+func (p *peers) conn(ctx context.Context, node int32) (*peer, *wire.Conn, error) {
+	pr, c, err := p.live(node)
+	if err != nil || c != nil {
+		return pr, c, err
+	}
+	pr.dial.Lock()
+	defer pr.dial.Unlock()
+	if _, c, err := p.live(node); err != nil || c != nil {
+		return pr, c, err // another request dialed meanwhile
 	}
 	addr, ok := p.b.interBrokerEndpoint(node)
 	if !ok {
-		return nil, fmt.Errorf("broker %d has no %s endpoint", node, p.b.cfg.InterBrokerListenerName)
+		return nil, nil, fmt.Errorf("broker %d has no %s endpoint", node, p.b.cfg.InterBrokerListenerName)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := wire.Dial(dctx, addr, fmt.Sprintf("broker-%d", p.b.cfg.NodeID))
+	c, err = wire.Dial(dctx, addr, fmt.Sprintf("broker-%d", p.b.cfg.NodeID))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p.mu.conns[node] = c
-	return c, nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return nil, nil, errors.Join(wire.ErrClosed, c.Close())
+	}
+	pr.conn = c
+	return pr, c, nil
 }
 
 // Close closes every connection; later requests fail.
@@ -101,11 +135,13 @@ func (p *peers) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mu.closed = true
-	for id, c := range p.mu.conns {
-		if err := c.Close(); err != nil {
-			p.b.log.Warn("closing a broker connection failed", "node", id, "err", err)
+	for id, pr := range p.mu.peers {
+		if pr.conn != nil {
+			if err := pr.conn.Close(); err != nil {
+				p.b.log.Warn("closing a broker connection failed", "node", id, "err", err)
+			}
 		}
-		delete(p.mu.conns, id)
+		delete(p.mu.peers, id)
 	}
 }
 
@@ -116,7 +152,16 @@ func (p *peers) Close() {
 type markerSender struct {
 	b     *Broker
 	peers *peers
+	// timeout bounds one WriteTxnMarkers to another broker (0: markerRequestTimeout), so
+	// that a leader that never answers fails the attempt and the coordinator retries it.
+	timeout time.Duration
 }
+
+// markerRequestTimeout bounds a WriteTxnMarkers round trip, as Kafka's marker channel's
+// request.timeout.ms does: past the leader's own wait for the marker's replication
+// (replica.DefaultAppendTimeoutMs, as api's markerTimeout), so a slow ISR is answered by
+// the leader first.
+const markerRequestTimeout = replica.DefaultAppendTimeoutMs*time.Millisecond + 5*time.Second
 
 // markerRequestVersion: WriteTxnMarkers v2, which carries the transaction's version (2 for
 // a transaction of KIP-890 part 2, else 0), as Kafka 4.x's coordinators send it.
@@ -169,7 +214,13 @@ func (s markerSender) WriteMarkers(ctx context.Context, m txn.Markers) map[txn.T
 				answers <- answer{tps: tps, resp: s.b.handler.WriteTxnMarkers(ctx, req)}
 				return
 			}
-			r, err := s.peers.Request(ctx, leader, req)
+			timeout := s.timeout
+			if timeout <= 0 {
+				timeout = markerRequestTimeout
+			}
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			r, err := s.peers.Request(rctx, leader, req)
+			cancel()
 			if err != nil {
 				answers <- answer{tps: tps, err: err}
 				return

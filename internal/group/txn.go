@@ -2,7 +2,6 @@ package group
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -195,22 +194,14 @@ func (g *Group) validateTxnCommit(req *kmsg.TxnOffsetCommitRequest) *kerr.Error 
 }
 
 // txnWriteError maps an append failure of a transactional offset commit as Kafka's
-// coordinator runtime does (CoordinatorOperationExceptionHelper); the producer's own errors
-// (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, ...) pass through.
+// coordinator runtime does (CoordinatorOperationExceptionHelper): as offsetWriteError, but a
+// batch too large is UNKNOWN_SERVER_ERROR; the producer's own errors (INVALID_PRODUCER_EPOCH,
+// INVALID_TXN_STATE, ...) pass through.
 func txnWriteError(err error) *kerr.Error {
-	var ke *kerr.Error
-	if !errors.As(err, &ke) {
-		return kerr.UnknownServerError
+	if ke := offsetWriteError(err); ke != kerr.InvalidCommitOffsetSize {
+		return ke
 	}
-	switch ke {
-	case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
-		return kerr.CoordinatorNotAvailable
-	case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
-		return kerr.NotCoordinator
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
-		return kerr.UnknownServerError
-	}
-	return ke
+	return kerr.UnknownServerError
 }
 
 // addPendingTxn makes o the pending commit of producerID for the group's partition.

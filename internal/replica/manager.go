@@ -244,6 +244,17 @@ func (m *Manager) Remove(topic string, part int32) error {
 	return m.logs.Delete(topic, part)
 }
 
+// ExpireProducers forgets, on every partition, the producers idle for expirationMs at nowMs
+// (producer.id.expiration.ms; Partition.ExpireProducers), returning how many. The broker
+// calls it periodically, as Kafka checks every producer.id.expiration.check.interval.ms.
+func (m *Manager) ExpireProducers(nowMs, expirationMs int64) int {
+	n := 0
+	for _, p := range m.Partitions() {
+		n += p.ExpireProducers(nowMs, expirationMs)
+	}
+	return n
+}
+
 // Partitions returns every partition, sorted by topic then index.
 func (m *Manager) Partitions() []*Partition {
 	m.mu.RLock()
@@ -310,19 +321,19 @@ func snapshotAll(ps []*Partition) []error {
 	return errs
 }
 
-// rebuildProducersLocked rebuilds the producer state from the newest snapshot at or below the
-// log end offset (deleting later ones) and the batches after it, markers included: the
-// ongoing transactions are re-derived and the aborted ones the transaction index lost (a
-// crash, a truncation) are added again. The caller publishes the last stable offset. Holding
+// rebuildProducersLocked rebuilds the producer state from the newest snapshot between the log
+// start and end offsets (deleting the others: loadSnapshot) and the batches after it,
+// markers included: the ongoing transactions are re-derived and the aborted ones the
+// transaction index lost (a crash, a truncation) are added again. The caller publishes the last stable offset. Holding
 // p.mu (or p not yet published).
 func (p *Partition) rebuildProducersLocked() error {
 	l := p.log
-	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogEndOffset())
+	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogStartOffset(), l.LogEndOffset())
 	if err != nil {
 		return err
 	}
 	if from < l.LogStartOffset() {
-		from = l.LogStartOffset()
+		from = l.LogStartOffset() // no snapshot: replay the whole log
 	}
 	err = l.ScanBatchesControl(from, func(h batch.Header, control []byte) error {
 		return p.applyBatch(ps, &h, control)
@@ -331,6 +342,7 @@ func (p *Partition) rebuildProducersLocked() error {
 		return err
 	}
 	p.mu.producers = ps
+	p.mu.txnIndexBehind = false // the replay added every entry missing since the snapshot
 	p.mu.snapshotAt = -1
 	if from == l.LogEndOffset() {
 		p.mu.snapshotAt = from // the snapshot is the whole state: nothing was replayed

@@ -61,10 +61,14 @@ type Partition struct {
 		// producers is exactly that snapshot's state (nothing appended or truncated since);
 		// -1 otherwise. A close then has nothing new to write.
 		snapshotAt int64
-		epochs     *storage.LeaderEpochCache // nil until first needed (see epochsLocked)
-		leader     *LeaderState              // roleLeader only
-		reg        LeaderAndISR              // as last given to MakeLeader / MakeFollower
-		proposal   *ISRChange                // an ISR change for RunReplication to send
+		// txnIndexBehind: an ABORT in the log has no transaction index entry (writing it
+		// failed, the append stood). Only a replay from an older snapshot adds it again, so
+		// no snapshot is written until a rebuild has (snapshotProducers).
+		txnIndexBehind bool
+		epochs         *storage.LeaderEpochCache // nil until first needed (see epochsLocked)
+		leader         *LeaderState              // roleLeader only
+		reg            LeaderAndISR              // as last given to MakeLeader / MakeFollower
+		proposal       *ISRChange                // an ISR change for RunReplication to send
 	}
 
 	// watch holds the channels of fetches parked on this partition (long poll). A slice, not
@@ -291,6 +295,12 @@ func (p *Partition) snapshotProducers() error {
 	defer p.mu.Unlock()
 	leo := p.log.LogEndOffset()
 	if p.mu.snapshotAt == leo || (leo == p.log.LogStartOffset() && p.mu.producers.Len() == 0) {
+		return nil
+	}
+	if p.mu.txnIndexBehind {
+		// A snapshot at leo would spare the next start the replay that re-adds the missing
+		// entry: the older one stays the newest.
+		p.m.log.Warn("producer snapshot not written: an aborted transaction is missing from the transaction index; the next start replays the log to add it", "topic", p.Topic, "partition", p.Index)
 		return nil
 	}
 	if err := writeSnapshot(p.fs, p.log.Dir(), leo, p.mu.producers); err != nil {

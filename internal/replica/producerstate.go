@@ -40,6 +40,12 @@ import (
 // the transaction clears it too (later batches need no check). Guards are not snapshotted: a
 // restart makes a verification in flight fail, and the client retries.
 //
+// Expiry (producer.id.expiration.ms, Kafka's removeExpiredProducers): RemoveExpired forgets a
+// producer whose last batch's timestamp is that old, unless one of its transactions is
+// ongoing here, and a guard that has stayed unused that long (a verification the
+// coordinator refused leaves its guard behind), so the state does not grow with every
+// producer id ever seen.
+//
 // ProducerState is not safe for concurrent use: the Partition lock guards it. It takes no
 // clock and does no I/O: the Partition applies its results (aborted transactions to the
 // transaction index, the last stable offset).
@@ -86,6 +92,7 @@ type VerificationGuard uint64
 type verification struct {
 	guard VerificationGuard
 	epoch int16
+	seen  int64 // the time of the first RemoveExpired sweep that found it (0: none yet)
 }
 
 // ProducerState maps producer ids to their recent batches and transactions.
@@ -303,6 +310,30 @@ func (s *ProducerState) CheckVerification(h *batch.Header, guard VerificationGua
 		return ErrInvalidTxnState
 	}
 	return nil
+}
+
+// RemoveExpired forgets the producers with no ongoing transaction whose last batch's
+// timestamp is expirationMs or more before nowMs, and the guards unused for expirationMs
+// (measured from the first sweep that found them: a guard carries no time), and returns how
+// many producers it removed.
+func (s *ProducerState) RemoveExpired(nowMs, expirationMs int64) int {
+	n := 0
+	for id, e := range s.m {
+		if e.txnFirstOffset < 0 && nowMs-e.lastTimestamp >= expirationMs {
+			delete(s.m, id)
+			n++
+		}
+	}
+	for id, v := range s.guards {
+		switch {
+		case v.seen == 0:
+			v.seen = nowMs
+			s.guards[id] = v
+		case nowMs-v.seen >= expirationMs:
+			delete(s.guards, id)
+		}
+	}
+	return n
 }
 
 // ProducerInfo describes one producer (DescribeProducers).

@@ -85,7 +85,7 @@ func TestProducerSnapshots(t *testing.T) {
 	if err := writeSnapshot(fs, dir, 6, s); err != nil {
 		t.Fatal(err)
 	}
-	got, off, err := loadSnapshot(fs, dir, 100)
+	got, off, err := loadSnapshot(fs, dir, 0, 100)
 	if err != nil || off != 6 || got.Len() != 3 {
 		t.Fatalf("load: %v offset %d len %d", err, off, got.Len())
 	}
@@ -104,10 +104,10 @@ func TestProducerSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, off, _ := loadSnapshot(fs, dir, 100); off != 6 {
+	if _, off, _ := loadSnapshot(fs, dir, 0, 100); off != 6 {
 		t.Fatalf("damaged newest snapshot: loaded offset %d, want the older 6", off)
 	}
-	if _, off, _ := loadSnapshot(fs, dir, 7); off != 6 {
+	if _, off, _ := loadSnapshot(fs, dir, 0, 7); off != 6 {
 		t.Fatalf("log end 7: loaded %d", off)
 	}
 	if offs, _ := listSnapshots(fs, dir); len(offs) != 1 {

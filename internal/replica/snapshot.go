@@ -151,17 +151,20 @@ func writeSnapshot(fs storage.FS, dir string, offset int64, s *ProducerState) er
 	return nil
 }
 
-// loadSnapshot returns the newest readable snapshot at or below maxOffset (and its offset),
-// deleting snapshots past maxOffset (the log was truncated below them). With none it returns
-// empty state and offset -1.
-func loadSnapshot(fs storage.FS, dir string, maxOffset int64) (*ProducerState, int64, error) {
+// loadSnapshot returns the newest readable snapshot in [minOffset, maxOffset] (and its
+// offset), deleting snapshots past maxOffset (the log was truncated below them) and below
+// minOffset, the log start offset: the batches between such a snapshot and the log start
+// are gone, markers included, so replaying from the log start over it would keep
+// transactions the deleted markers ended (and sequences the deleted batches advanced), as
+// Kafka never loads one (truncateAndReload). With none it returns empty state and offset -1.
+func loadSnapshot(fs storage.FS, dir string, minOffset, maxOffset int64) (*ProducerState, int64, error) {
 	offs, err := listSnapshots(fs, dir)
 	if err != nil {
 		return nil, -1, err
 	}
 	for i := len(offs) - 1; i >= 0; i-- {
 		name := snapshotName(dir, offs[i])
-		if offs[i] > maxOffset {
+		if offs[i] > maxOffset || offs[i] < minOffset {
 			if err := fs.Remove(name); err != nil {
 				return nil, -1, err
 			}

@@ -119,7 +119,11 @@ func (p *Partition) applyBatch(ps *ProducerState, h *batch.Header, b []byte) err
 	if !c.Aborted {
 		return nil
 	}
-	return p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset})
+	err = p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset})
+	if err != nil {
+		p.mu.txnIndexBehind = true // a rebuild's replay adds it again (snapshotProducers)
+	}
+	return err
 }
 
 // WriteTxnMarker appends the marker as the leader (any current leader epoch), as one control
@@ -154,8 +158,12 @@ func (p *Partition) WriteTxnMarker(m TxnMarker, nowMs, timeoutMs int64) (AppendR
 
 // LastStableOffset: the smallest first offset of an ongoing transaction, or the high
 // watermark if smaller or none (never above it). Atomic like HighWatermark; a follower keeps
-// its own from the batches it copies.
-func (p *Partition) LastStableOffset() int64 { return p.lso.Load() }
+// its own from the batches it copies. Never below the log start offset: retention moves that
+// in the storage layer, without the partition republishing lso (an open transaction's first
+// segment may be deleted, and its LSO follows the log start as Kafka's does).
+func (p *Partition) LastStableOffset() int64 {
+	return min(p.hw.Load(), max(p.lso.Load(), p.log.LogStartOffset()))
+}
 
 // publishLSOLocked recomputes the last stable offset after the high watermark or the
 // producer state changed, and reports whether it moved. Holding mu.
@@ -182,4 +190,19 @@ func (p *Partition) ActiveProducers() []ProducerInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mu.producers.Producers()
+}
+
+// ExpireProducers applies producer.id.expiration.ms at nowMs (ProducerState.RemoveExpired)
+// and returns how many producers it forgot.
+func (p *Partition) ExpireProducers(nowMs, expirationMs int64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.producers == nil {
+		return 0
+	}
+	n := p.mu.producers.RemoveExpired(nowMs, expirationMs)
+	if n > 0 {
+		p.mu.snapshotAt = -1 // the newest snapshot still has them
+	}
+	return n
 }
