@@ -100,8 +100,12 @@ func TestDeadProducerTimesOut(t *testing.T) {
 	if err := z.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("a new producer of the id: commit: %v", err)
 	}
-	if d := describe(ctx, t, adm, "dead-producer"); d.ProducerEpoch <= d1.ProducerEpoch || d.State != "CompleteCommit" {
-		t.Errorf("the revived id: %+v, want a newer epoch than %d, CompleteCommit", d, d1.ProducerEpoch)
+	// EndTxn answers once PrepareCommit is written; the markers complete it.
+	var d kadm.DescribedTransaction
+	c.WaitFor(t, 30*time.Second, func() bool { d = describe(ctx, t, adm, "dead-producer"); return d.State == "CompleteCommit" },
+		"the revived id's transaction to complete its commit")
+	if d.ProducerEpoch <= d1.ProducerEpoch {
+		t.Errorf("the revived id: %+v, want a newer epoch than %d", d, d1.ProducerEpoch)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ const (
 	group      = "txn-pipeline"
 	txnID      = "txn-pipeline"
 	kills      = 10
-	burst      = 300 // input records produced per round
+	inputRate  = 300 // input records a second
+	progress   = 100 // committed input records the pipeline must advance by around a kill
 )
 
 // Ten kills, in turn: the transaction coordinator of the pipeline's transactional.id, the
@@ -54,6 +56,11 @@ func TestExactlyOnceUnderKills(t *testing.T) {
 		if probs := q.problems(); len(probs) > 0 {
 			t.Errorf("pipeline kill %d: the committed output and the committed offsets disagree: %s", i+1, strings.Join(probs, "; "))
 		}
+	}
+	// Each pipeline kill hit an open transaction, which the fence aborted: read_committed
+	// had aborted records to skip.
+	if r.final.aborted == 0 {
+		t.Errorf("no aborted record in the output: the pipeline kills left no aborted transaction to check read_committed against")
 	}
 	if r.final.lagging > 0 {
 		t.Errorf("the group's committed offsets stop %d records short of the input's end", r.final.lagging)
@@ -89,7 +96,16 @@ func runFaults(t *testing.T, mode string) faultRun {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	adm := kadm.NewClient(c.Client(t))
+	cl := c.Client(t)
+	// A Metadata request of our own (kadm's answers from the client's cache): every broker
+	// registered before the topics of replication factor 3 are created.
+	c.WaitFor(t, 30*time.Second, func() bool {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		resp, err := req.RequestWith(ctx, cl)
+		return err == nil && len(resp.Brokers) == 3
+	}, "3 brokers in the metadata")
+	adm := kadm.NewClient(cl)
 	for _, topic := range []string{inTopic, outTopic} {
 		resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": ptr("2")}, topic)
 		if err == nil {
@@ -100,30 +116,59 @@ func runFaults(t *testing.T, mode string) faultRun {
 		}
 		waitFullISR(t, c, topic)
 	}
-	// The test's own input producer: idempotent, acks=all, explicit partitions.
+	// The test's own input producer, writing all along: idempotent, acks=all, explicit
+	// partitions, inputRate records a second, so that a kill always finds the pipeline busy
+	// (in a transaction, or with records copied since its last offset commit).
 	prod := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(time.Minute))
-	seq := 0
-	produceBurst := func() {
-		rs := make([]*kgo.Record, burst)
-		for i := range rs {
-			rs[i] = &kgo.Record{Topic: inTopic, Partition: int32(seq % partitions), Value: fmt.Appendf(nil, "in-%06d", seq)}
-			seq++
+	var acked, failed atomic.Int64
+	pctx, stopInput := context.WithCancel(ctx)
+	inputDone := make(chan struct{})
+	go func() {
+		defer close(inputDone)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		seq := 0
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+			for range inputRate / 100 {
+				r := &kgo.Record{Topic: inTopic, Partition: int32(seq % partitions), Value: fmt.Appendf(nil, "in-%06d", seq)}
+				seq++
+				prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+					if err != nil {
+						failed.Add(1)
+					} else {
+						acked.Add(1)
+					}
+				})
+			}
 		}
-		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-			t.Fatalf("produce input: %v", err)
-		}
-	}
+	}()
 
 	p := startPipeline(t, mode, c.Bootstrap(), inTopic, outTopic, group, txnID)
 	var run faultRun
 	start := time.Now()
 	counts := map[string]int{}
 	for round, what := range killPlan {
-		produceBurst()
 		base := committedTotal(ctx, t, c)
-		waitCommitted(t, c, base+burst/5, 60*time.Second, "the pipeline's progress before the kill")
+		waitCommitted(t, c, base+progress, 60*time.Second, "the pipeline's progress before the kill")
 		switch what {
 		case "pipeline":
+			adm := adminOf(t, c)
+			if mode == "txn" {
+				// Killed inside a transaction: one is open on the output.
+				c.WaitFor(t, 30*time.Second, func() bool { return openTxn(ctx, adm) }, "an open transaction of the pipeline")
+			} else {
+				// Killed with records copied since the last offset commit (the output, which
+				// holds no transaction, is ahead of the offsets).
+				c.WaitFor(t, 30*time.Second, func() bool {
+					out, err := endSum(ctx, adm, outTopic)
+					return err == nil && out >= committedTotal(ctx, t, c)+progress/2
+				}, "copies past the pipeline's committed offsets")
+			}
 			p.kill()
 			q := quiesce(ctx, t, c, fmt.Sprintf("q%d", round))
 			run.quiesced = append(run.quiesced, q)
@@ -135,27 +180,89 @@ func runFaults(t *testing.T, mode string) faultRun {
 				victim = replication.WaitPartition(t, c, outTopic, int32(counts["leader"]%partitions), 30*time.Second,
 					func(s replication.PartitionState) bool { return s.Leader >= 0 }, "a leader").Leader
 			}
+			before := acked.Load()
 			c.Node(victim).Kill()
 			// The pipeline goes on through the survivors before the node returns: it copies
-			// everything produced so far, a burst written while the node is down included.
-			produceBurst()
-			waitCommitted(t, c, int64(seq), 90*time.Second, fmt.Sprintf("the pipeline to catch up with %s node %d down", what, victim))
-			t.Logf("round %d: killed node %d (%s) at %d committed input offsets; caught up with %d while it was down", round, victim, what, base, seq)
+			// everything written before the kill and more.
+			waitCommitted(t, c, before+progress, 90*time.Second, fmt.Sprintf("the pipeline's progress with %s node %d down", what, victim))
+			t.Logf("round %d: killed node %d (%s) at %d committed input offsets; past %d with it down", round, victim, what, base, before+progress)
 			c.Node(victim).Start()
 			waitFullISR(t, c, inTopic)
 			waitFullISR(t, c, outTopic)
 		}
 		counts[what]++
 	}
-	total := int64(seq)
-	waitCommitted(t, c, total, 90*time.Second, "the pipeline to catch up with the input")
+	stopInput()
+	<-inputDone
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatalf("flush the input: %v", err)
+	}
+	total := acked.Load()
+	if n := failed.Load(); n > 0 {
+		t.Logf("%d input records failed to be written (the checker reads the input as it is)", n)
+	}
+	waitCommitted(t, c, inputEnd(ctx, t, c), 90*time.Second, "the pipeline to catch up with the input")
 	if err := p.stop(30 * time.Second); err != nil {
 		t.Errorf("stop the pipeline: %v", err)
 	}
 	run.final = quiesce(ctx, t, c, "final")
-	t.Logf("%s pipeline: %d kills (%v) in %v, %d restarts of its own; input %d records; final check: %s",
+	t.Logf("%s pipeline: %d kills (%v) in %v, %d restarts of its own; input %d records acknowledged; final check: %s",
 		mode, len(killPlan), counts, time.Since(start).Round(time.Millisecond), p.ownRestarts(), total, run.final)
 	return run
+}
+
+// adminOf is a fresh admin client of the running brokers, closed when the test ends.
+func adminOf(t *testing.T, c *testutil.Cluster) *kadm.Client {
+	return kadm.NewClient(c.Client(t, kgo.RetryTimeout(5*time.Second)))
+}
+
+// openTxn reports whether a transaction is open on the output (its LSO below its high
+// watermark on some partition).
+func openTxn(ctx context.Context, adm *kadm.Client) bool {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lso, err := adm.ListCommittedOffsets(sctx, outTopic)
+	if err != nil || lso.Error() != nil {
+		return false
+	}
+	hw, err := adm.ListEndOffsets(sctx, outTopic)
+	if err != nil || hw.Error() != nil {
+		return false
+	}
+	open := false
+	lso.Each(func(o kadm.ListedOffset) {
+		if h, ok := hw.Lookup(outTopic, o.Partition); ok && o.Offset < h.Offset {
+			open = true
+		}
+	})
+	return open
+}
+
+// endSum is the sum of topic's high watermarks.
+func endSum(ctx context.Context, adm *kadm.Client, topic string) (int64, error) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	hw, err := adm.ListEndOffsets(sctx, topic)
+	if err == nil {
+		err = hw.Error()
+	}
+	var n int64
+	hw.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n, err
+}
+
+// inputEnd is the number of records in the input (the sum of its high watermarks: it holds
+// no transaction).
+func inputEnd(ctx context.Context, t *testing.T, c *testutil.Cluster) int64 {
+	t.Helper()
+	var n int64
+	adm := adminOf(t, c)
+	c.WaitFor(t, 30*time.Second, func() bool {
+		var err error
+		n, err = endSum(ctx, adm, inTopic)
+		return err == nil
+	}, "the input's end offsets")
+	return n
 }
 
 // check is the checker's result at one quiet moment: the group's committed offsets against
