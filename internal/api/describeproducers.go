@@ -6,11 +6,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeProducers v0: the active producers of each partition as its leader's producer
+// DescribeProducers v0: the active producers of each partition as this replica's producer
 // state has them (Partition.ActiveProducers): id, epoch, last sequence and timestamp, the
 // coordinator epoch of its last marker and the first offset of its ongoing transaction (-1:
-// none), as kafka-transactions.sh describe-producers and find-hanging read them. Only the
-// leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, as Kafka's Partition.activeProducerState).
+// none), as kafka-transactions.sh describe-producers and find-hanging read them. Any replica
+// answers, a follower from the batches it copied (Kafka's Partition.activeProducerState needs
+// only the local log); a broker without the partition answers NOT_LEADER_OR_FOLLOWER.
 
 func handleDescribeProducers(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeProducersRequest)
@@ -22,9 +23,6 @@ func handleDescribeProducers(h *Handler, _ context.Context, _ *Conn, r kmsg.Requ
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
 			p, err := h.partition(rt.Topic, idx)
-			if err == nil {
-				err = p.CheckLeader(-1)
-			}
 			if err != nil {
 				sp.ErrorCode, sp.ErrorMessage = code(err), errMsg(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -10,7 +10,9 @@ import (
 // Background work, each on its own ticker: retention (log.retention.check.interval.ms, which
 // also rolls idle segments by time), time-based flushing (log.flush.interval.ms, checked every
 // second at most), recovery-point checkpoints (log.flush.offset.checkpoint.interval.ms), and
-// the log cleaner's threads (log.cleaner.enable, log.cleaner.threads).
+// the log cleaner's threads (log.cleaner.enable, log.cleaner.threads), and the expiry of idle
+// producers' state (producer.id.expiration.ms, checked every
+// producer.id.expiration.check.interval.ms).
 func (b *Broker) startLoops(ctx context.Context) {
 	b.startCleaner(ctx)
 	b.every(ctx, time.Duration(b.cfg.LogRetentionCheckIntervalMs)*time.Millisecond, func(now time.Time) {
@@ -34,6 +36,11 @@ func (b *Broker) startLoops(ctx context.Context) {
 	b.every(ctx, time.Duration(b.cfg.LogFlushOffsetCheckpointIntervalMs)*time.Millisecond, func(time.Time) {
 		if err := b.logs.Checkpoint(); err != nil {
 			b.log.Error("checkpoint failed", "err", err)
+		}
+	})
+	b.every(ctx, time.Duration(b.cfg.ProducerIDExpirationCheckIntervalMs)*time.Millisecond, func(now time.Time) {
+		if n := b.replicas.ExpireProducers(now.UnixMilli(), int64(b.cfg.Current().ProducerIDExpirationMs)); n > 0 {
+			b.log.Info("expired idle producers", "producers", n)
 		}
 	})
 }

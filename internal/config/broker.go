@@ -158,6 +158,7 @@ type Broker struct {
 	TransactionRemoveExpiredTransactionCleanupIntervalMs int32
 	TransactionPartitionVerificationEnable               bool  // transaction.partition.verification.enable
 	ProducerIDExpirationMs                               int32 // producer.id.expiration.ms
+	ProducerIDExpirationCheckIntervalMs                  int32 // producer.id.expiration.check.interval.ms
 
 	lay    layers            // the configured values this snapshot was built from
 	values map[string]string // effective value of every key, normalized
@@ -364,6 +365,7 @@ var brokerDefList = []*brokerDef{
 	{name: "transaction.remove.expired.transaction.cleanup.interval.ms", vt: vtPositiveInt, dflt: num(3600000), field: func(b *Broker) any { return &b.TransactionRemoveExpiredTransactionCleanupIntervalMs }, doc: "The interval at which the transaction coordinator removes transactional ids that expired after transactional.id.expiration.ms."},
 	{name: "transaction.partition.verification.enable", vt: vtBool, dflt: str("true"), dynamic: true, field: func(b *Broker) any { return &b.TransactionPartitionVerificationEnable }, doc: "Verify with the transaction coordinator that a partition was added to the transaction before a transactional batch that starts a transaction on it is appended (KIP-890), so a late or stray write cannot leave a hanging transaction."},
 	{name: "producer.id.expiration.ms", vt: vtPositiveInt, dflt: num(86400000), field: func(b *Broker) any { return &b.ProducerIDExpirationMs }, doc: "Milliseconds an idle producer id's state is kept."},
+	{name: "producer.id.expiration.check.interval.ms", vt: vtPositiveInt, dflt: num(600000), field: func(b *Broker) any { return &b.ProducerIDExpirationCheckIntervalMs }, doc: "Milliseconds between checks for producer ids idle past producer.id.expiration.ms."},
 
 	// Accepted so Kafka's sample server.properties loads; not used by Gregor.
 	{name: "share.coordinator.state.topic.replication.factor", vt: shortType(1, noMax), dflt: num(3), doc: "Replication factor of the share-group state topic (accepted, unused)."},

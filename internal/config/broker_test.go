@@ -133,6 +133,7 @@ var kafkaDefaults = map[string]string{
 	"transaction.remove.expired.transaction.cleanup.interval.ms":  "3600000",
 	"transaction.partition.verification.enable":                   "true",
 	"producer.id.expiration.ms":                                   "86400000",
+	"producer.id.expiration.check.interval.ms":                    "600000",
 	"share.coordinator.state.topic.replication.factor":            "3",
 	"share.coordinator.state.topic.min.isr":                       "2",
 }
