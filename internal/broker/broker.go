@@ -58,7 +58,8 @@ type Broker struct {
 	replicas *replica.Manager
 	fetchers *replica.Fetchers
 	handler  *api.Handler
-	peers    *peers // connections to the other brokers (txn.go)
+	cleaner  atomic.Pointer[storage.LogCleaner] // the log cleaner, once started (nil: disabled)
+	peers    *peers                             // connections to the other brokers (txn.go)
 	servers  []*server.Server
 	addrs    []net.Addr
 	bound    map[string]net.Addr // broker listener name -> bound address

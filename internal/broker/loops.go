@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
@@ -92,14 +93,7 @@ func (b *Broker) startCleaner(ctx context.Context) {
 		b.log.Info("log cleaner disabled: compacted topics keep every record", "log.cleaner.enable", cfg.LogCleanerEnable, "log.cleaner.threads", cfg.LogCleanerThreads)
 		return
 	}
-	c := storage.NewLogCleaner(b.logs, storage.CleanerConfig{
-		Threads:             int(cfg.LogCleanerThreads),
-		DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
-		DedupeLoadFactor:    cfg.LogCleanerIOBufferLoadFactor,
-		IOBufferSize:        int(cfg.LogCleanerIOBufferSize),
-		MaxIOBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
-		BackoffMs:           cfg.LogCleanerBackoffMs,
-	}, b.log)
+	c := storage.NewLogCleaner(b.logs, cleanerConfig(cfg), b.log)
 	if b.replicas != nil {
 		c.ActiveProducers = func(tp storage.TopicPartition) map[int64]int64 {
 			if p := b.replicas.Get(tp.Topic, tp.Partition); p != nil {
@@ -109,9 +103,32 @@ func (b *Broker) startCleaner(ctx context.Context) {
 		}
 	}
 	c.Start(ctx)
+	b.cleaner.Store(c)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		c.Wait()
 	}()
+}
+
+// cleanerConfig is the log cleaner's settings in cfg.
+func cleanerConfig(cfg *config.Broker) storage.CleanerConfig {
+	return storage.CleanerConfig{
+		Threads:             int(cfg.LogCleanerThreads),
+		DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
+		DedupeLoadFactor:    cfg.LogCleanerIOBufferLoadFactor,
+		IOBufferSize:        int(cfg.LogCleanerIOBufferSize),
+		MaxIOBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
+		BackoffMs:           cfg.LogCleanerBackoffMs,
+	}
+}
+
+// reconfigureCleaner gives the running log cleaner (none when disabled at start:
+// log.cleaner.enable is static) the settings of the live config, after a dynamic broker
+// config changed (Kafka's LogCleaner.reconfigure: the throttle at once, the threads
+// restarted when anything else changed).
+func (b *Broker) reconfigureCleaner() {
+	if c := b.cleaner.Load(); c != nil {
+		c.Reconfigure(cleanerConfig(b.cfg.Current()))
+	}
 }

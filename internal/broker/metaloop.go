@@ -110,6 +110,7 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 		if err := b.handler.ApplyImageConfigs(next); err != nil {
 			b.log.Error("applying dynamic broker configs failed", "err", err)
 		}
+		b.reconfigureCleaner()
 	}
 	// Topics deleted, or replaced by a new topic of the same name.
 	if prev != nil {

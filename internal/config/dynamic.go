@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -24,10 +25,14 @@ type live struct {
 // log.segment.bytes, log.roll.ms, message.max.bytes, log.flush.interval.*,
 // log.index.*, min.insync.replicas, compression.type,
 // log.message.timestamp.*, log.cleanup.policy, log.cleaner.* compaction
-// settings, unclean.leader.election.enable, ...), and the replication
+// settings, unclean.leader.election.enable, ...), the replication
 // throttle rates leader.replication.throttled.rate and
-// follower.replication.throttled.rate. Secondary synonyms such as
-// log.retention.hours are static only, as in Kafka.
+// follower.replication.throttled.rate, and the log cleaner's own settings
+// Kafka's LogCleaner reconfigures (log.cleaner.threads,
+// log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.size,
+// log.cleaner.io.buffer.load.factor, log.cleaner.io.max.bytes.per.second,
+// log.cleaner.backoff.ms; log.cleaner.enable is static). Secondary synonyms
+// such as log.retention.hours are static only, as in Kafka.
 func IsDynamic(key string) bool {
 	d := brokerDefs[key]
 	return d != nil && d.dynamic
@@ -67,10 +72,32 @@ func (b *Broker) ValidateDynamic(key, value string) error {
 	if err != nil {
 		return err
 	}
-	lay := copyLayers(b.Current().lay)
+	cur := b.Current()
+	lay := copyLayers(cur.lay)
 	lay.dynBroker[key] = norm
-	_, err = build(lay)
-	return blame(err, key, value)
+	next, err := build(lay)
+	if err != nil {
+		return blame(err, key, value)
+	}
+	return checkReconfiguration(cur, next, key, value)
+}
+
+// checkReconfiguration applies the rules Kafka's reconfigurable components add to a change
+// from cur to next (validateReconfiguration): the log cleaner's threads may change to no
+// fewer than 1 nor half the current count, and to no more than double it.
+func checkReconfiguration(cur, next *Broker, key, value string) error {
+	if key == "log.cleaner.threads" && next.LogCleanerThreads != cur.LogCleanerThreads {
+		n, c := next.LogCleanerThreads, cur.LogCleanerThreads
+		switch {
+		case n < 1:
+			return invalid(key, value, "log cleaner threads should be at least 1")
+		case n < c/2:
+			return invalid(key, value, fmt.Sprintf("log cleaner threads cannot be reduced to less than half the current value %d", c))
+		case n > c*2:
+			return invalid(key, value, fmt.Sprintf("log cleaner threads cannot be increased to more than double the current value %d", c))
+		}
+	}
+	return nil
 }
 
 // blame makes a cross-key error found while applying a change to key name

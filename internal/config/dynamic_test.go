@@ -110,13 +110,15 @@ func TestDynamicKeys(t *testing.T) {
 	for _, k := range []string{"log.retention.ms", "log.retention.bytes", "log.segment.bytes", "log.roll.ms",
 		"message.max.bytes", "log.flush.interval.ms", "log.flush.interval.messages", "log.index.interval.bytes",
 		"min.insync.replicas", "compression.type", "log.message.timestamp.type", "log.cleanup.policy",
-		"unclean.leader.election.enable", "leader.replication.throttled.rate", "follower.replication.throttled.rate"} {
+		"unclean.leader.election.enable", "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+		"log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+		"log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"} {
 		if !IsDynamic(k) {
 			t.Errorf("%s should be dynamic", k)
 		}
 	}
 	for _, k := range []string{"num.partitions", "log.retention.hours", "log.retention.minutes", "log.roll.hours",
-		"log.flush.scheduler.interval.ms", "log.dirs", "node.id", "bogus"} {
+		"log.flush.scheduler.interval.ms", "log.dirs", "node.id", "log.cleaner.enable", "bogus"} {
 		if IsDynamic(k) {
 			t.Errorf("%s should not be dynamic", k)
 		}
@@ -208,4 +210,31 @@ func TestReplicationThrottleRates(t *testing.T) {
 	}
 	_, err = Parse(map[string]string{"leader.replication.throttled.rate": "-5"})
 	checkConfigErr(t, err, ErrInvalidConfig, "leader.replication.throttled.rate", "minimum 0")
+}
+
+// log.cleaner.threads changes, as Kafka's LogCleaner allows, to between half and double the
+// current count and never below 1; the other cleaner settings keep their cross-key rule.
+func TestCleanerReconfiguration(t *testing.T) {
+	c, err := Parse(map[string]string{"log.cleaner.threads": "2", "log.cleaner.dedupe.buffer.size": "16777216"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{"1", "2", "3", "4"} {
+		if err := c.ValidateDynamic("log.cleaner.threads", ok); err != nil {
+			t.Errorf("threads 2 -> %s: %v", ok, err)
+		}
+	}
+	checkConfigErr(t, c.ValidateDynamic("log.cleaner.threads", "5"), ErrInvalidConfig, "log.cleaner.threads", "more than double the current value 2")
+	checkConfigErr(t, c.ValidateDynamic("log.cleaner.threads", "0"), ErrInvalidConfig, "log.cleaner.threads", "at least 1")
+	if err := c.SetDynamic("log.cleaner.threads", "4"); err != nil {
+		t.Fatal(err)
+	}
+	checkConfigErr(t, c.ValidateDynamic("log.cleaner.threads", "1"), ErrInvalidConfig, "log.cleaner.threads", "less than half the current value 4")
+	checkConfigErr(t, c.ValidateDynamic("log.cleaner.dedupe.buffer.size", "4194304"), ErrInvalidConfig, "log.cleaner.dedupe.buffer.size", "at least 1MB per cleaner thread")
+	if err := c.SetDynamicDefault("log.cleaner.io.max.bytes.per.second", "1000"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Current().LogCleanerIOMaxBytesPerSecond; got != 1000 {
+		t.Errorf("log.cleaner.io.max.bytes.per.second = %v after the dynamic default, want 1000", got)
+	}
 }

@@ -53,3 +53,11 @@ func (b *Bucket) refill(now time.Time) {
 	}
 	b.last = now
 }
+
+// SetRate changes the rate and the burst at now: what the bucket gained until now is counted
+// at the old rate, and it keeps what it holds, at most the new burst.
+func (b *Bucket) SetRate(now time.Time, rate, burst int64) {
+	b.refill(now)
+	b.Rate, b.Burst = rate, burst
+	b.nano = min(b.nano, burst*nanoPerToken)
+}

@@ -37,3 +37,27 @@ func TestBucket(t *testing.T) {
 		}
 	}
 }
+
+// SetRate counts what was gained at the old rate, keeps at most the new burst, and fills at
+// the new rate from then on.
+func TestBucketSetRate(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	b := Bucket{Rate: 10, Burst: 100}
+	if got := b.Take(t0, 100); got != 100 {
+		t.Fatalf("took %d of a full bucket of 100", got)
+	}
+	b.SetRate(t0.Add(time.Second), 1000, 50) // 10 gained at the old rate
+	if got := b.Take(t0.Add(time.Second), 100); got != 10 {
+		t.Fatalf("took %d after a second at 10/s, want 10", got)
+	}
+	if got := b.Take(t0.Add(time.Second+20*time.Millisecond), 100); got != 20 {
+		t.Fatalf("took %d after 20 ms at 1000/s, want 20", got)
+	}
+	if got := b.Tokens(t0.Add(time.Hour)); got != 50 {
+		t.Fatalf("%d tokens after an hour, want the new burst 50", got)
+	}
+	b.SetRate(t0.Add(time.Hour), 1, 5)
+	if got := b.Tokens(t0.Add(time.Hour)); got != 5 {
+		t.Fatalf("%d tokens once the burst fell to 5, want 5", got)
+	}
+}

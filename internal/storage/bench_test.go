@@ -93,14 +93,34 @@ func BenchmarkReadCopy(b *testing.B) {
 	b.SetBytes(total / int64(b.N))
 }
 
-// BenchmarkClean measures one cleaner thread: each iteration cleans a fresh 64 MiB log of
-// 1 MiB segments, batches of 100 records of 1,000 small keys (16-byte keys, 100-byte values),
-// so that almost every record is an older version. MB/s is of log read; MB/cpu-s is of log
-// read per second of the process's CPU time (user and system) while it cleans, which a busy
-// shared machine moves less than the wall clock.
+// BenchmarkClean measures one cleaner thread: each iteration cleans a fresh log of batches
+// of 100 records of small keys (16-byte keys, 100-byte values), so that almost every record
+// is an older version, with a 16 MiB map. The sub-benchmarks vary segment.bytes (seg) and
+// the number of distinct keys (keys); the log is 64 sealed segments of 1 MiB, or 4 of 16 or
+// 64 MiB, plus the active one. MB/s is of log read; MB/cpu-s is of log read per second of
+// the process's CPU time (user and system) while it cleans, which a busy shared machine
+// moves less than the wall clock.
 func BenchmarkClean(b *testing.B) {
+	for _, c := range []struct {
+		seg  int64
+		n    int // sealed segments
+		keys int
+	}{
+		{1 << 20, 64, 1000},
+		{16 << 20, 4, 1000},
+		{16 << 20, 4, 100_000},
+		{64 << 20, 4, 1000},
+		{64 << 20, 4, 100_000},
+	} {
+		b.Run(fmt.Sprintf("seg=%dMiB/keys=%d", c.seg>>20, c.keys), func(b *testing.B) {
+			benchClean(b, c.seg, c.n, c.keys)
+		})
+	}
+}
+
+func benchClean(b *testing.B, segBytes int64, segments, keys int) {
 	cfg := DefaultConfig()
-	cfg.SegmentBytes = 1 << 20
+	cfg.SegmentBytes = segBytes
 	value := []byte(strings.Repeat("v", 100))
 	var total int64
 	var cpu, user time.Duration
@@ -109,10 +129,10 @@ func BenchmarkClean(b *testing.B) {
 		e := newEnv(b, cfg)
 		l := e.open(true, 0, 0)
 		i := 0
-		for l.Size() < 64<<20 {
+		for l.NumSegments() <= segments {
 			recs := make([]kv, 100)
 			for j := range recs {
-				recs[j] = kv{fmt.Sprintf("key-%012d", i%1000), value}
+				recs[j] = kv{fmt.Sprintf("key-%012d", i%keys), value}
 				i++
 			}
 			mustAppend(b, l, kvBatch(b, e.clock.NowMs(), batch.CodecNone, -1, recs...))
@@ -131,6 +151,9 @@ func BenchmarkClean(b *testing.B) {
 		cpu, user = cpu+cpu1-cpu0, user+user1-user0
 		total += res.BytesRead
 		b.StopTimer()
+		if res.MapFull || res.SegmentsCleaned != segments {
+			b.Fatalf("the pass cleaned %d segments (map full: %v), want all %d", res.SegmentsCleaned, res.MapFull, segments)
+		}
 		if err := l.Close(); err != nil {
 			b.Fatal(err)
 		}

@@ -167,6 +167,7 @@ type cleaning struct {
 	rd     batchReader
 	txn    *txnTracker    // the transactions of the rewrite (cleanertxn.go)
 	recs   []batch.Record // the records of the batch being mapped or filtered, reused
+	hashes []keyHash      // their keys' hashes (OffsetMap: Speed), reused
 	kept   []batch.Record
 	deltas []int64
 }
@@ -295,12 +296,13 @@ func (c *cleaning) buildOffsetMap(firstDirty, upper int64, tm *txnTracker) error
 					m.setLatest(h.LastOffset())
 					continue
 				}
+				hs := c.hashKeys(recs, h.BaseOffset, firstDirty, math.MaxInt64)
 				for i := range recs {
 					off := h.BaseOffset + int64(recs[i].OffsetDelta)
 					if off < firstDirty || recs[i].Key == nil {
 						continue
 					}
-					if !m.put(recs[i].Key, off) {
+					if !m.putHash(hs[i], off) {
 						m.setLatest(off - 1)
 						c.res.MapFull = true
 						return nil
@@ -498,11 +500,12 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 	horizon, hasHorizon := h.DeleteHorizonMs()
 	kept := c.kept[:0]
 	tombstones := false
+	hs := c.hashKeys(recs, h.BaseOffset, math.MinInt64, c.m.LatestOffset())
 	for i := range recs {
 		r := &recs[i]
 		off := h.BaseOffset + int64(r.OffsetDelta)
 		keep := off > c.m.LatestOffset()
-		if !keep && r.Key != nil && off >= c.m.get(r.Key) {
+		if !keep && r.Key != nil && off >= c.m.getHash(hs[i]) {
 			keep = r.Value != nil || !hasHorizon || c.opt.NowMs < horizon
 			if !keep {
 				c.res.TombstonesPurged++
@@ -529,6 +532,23 @@ func (c *cleaning) filterBatch(b []byte, h *batch.Header, lastOfGroup bool) ([]b
 		return c.rebuild(h, kept, stamp)
 	}
 	return c.emptyOrNil(h, lastOfGroup)
+}
+
+// hashKeys returns the hashes of recs' keys (index for index; a record without a key, or
+// whose offset is outside [from, to], gets none) and prefetches their slots (OffsetMap:
+// Speed). The slice is reused by the next call.
+func (c *cleaning) hashKeys(recs []batch.Record, base, from, to int64) []keyHash {
+	hs := c.hashes[:0]
+	for i := range recs {
+		var h keyHash
+		if off := base + int64(recs[i].OffsetDelta); recs[i].Key != nil && off >= from && off <= to {
+			h = c.m.hashKey(recs[i].Key)
+		}
+		hs = append(hs, h)
+	}
+	c.hashes = hs
+	c.m.prefetch(hs)
+	return hs
 }
 
 // emptyOrNil is what is left of data batch h once none of its records is kept: the batch

@@ -41,8 +41,16 @@ import (
 // progress is abandoned at its next read or write (the group it was writing is removed; the
 // swap is crash-safe, so what was swapped stays and nothing else changes).
 //
+// Reconfiguration (Kafka's LogCleaner.reconfigure, for the dynamic broker configs
+// log.cleaner.threads, .dedupe.buffer.size, .io.buffer.size, .io.buffer.load.factor,
+// .io.max.bytes.per.second and .backoff.ms): Reconfigure changes the throttle's rate at
+// once, passes in progress included; any other change restarts the threads, as Kafka does:
+// they stop as at shutdown (abandoning their passes) and new ones start with the new
+// settings (new maps, buffers, backoff), the checkpoint and delete horizons kept.
+//
 // Locking: mu guards inProgress, checkpoint and horizons, and is held while the checkpoint
-// file is written (so two threads never write it at once). Log.Clean runs without it.
+// file is written (so two threads never write it at once). Log.Clean runs without it. tmu
+// guards cfg and bucket; a thread takes its settings once, when it starts.
 
 // CleanerConfig is the broker's log.cleaner.* settings.
 type CleanerConfig struct {
@@ -56,12 +64,13 @@ type CleanerConfig struct {
 
 // LogCleaner cleans the compacted logs of one Manager.
 type LogCleaner struct {
-	m      *Manager
-	cfg    CleanerConfig
-	logger *slog.Logger
-	wg     sync.WaitGroup
+	m       *Manager
+	logger  *slog.Logger
+	done    chan struct{} // closed once the threads have stopped for good (Start)
+	restart chan struct{} // Reconfigure asks the supervisor to restart the threads
 
-	tmu    sync.Mutex    // guards bucket
+	tmu    sync.Mutex
+	cfg    CleanerConfig
 	bucket *quota.Bucket // nil: no throttle
 
 	// ActiveProducers, when set, gives each partition's idempotent producers and the last
@@ -86,10 +95,9 @@ func NewLogCleaner(m *Manager, cfg CleanerConfig, logger *slog.Logger) *LogClean
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &LogCleaner{m: m, cfg: cfg, logger: logger.With("log_dir", m.dir)}
-	if cfg.MaxIOBytesPerSecond > 0 && cfg.MaxIOBytesPerSecond < math.MaxInt64/2 {
-		rate := max(int64(cfg.MaxIOBytesPerSecond), 1)
-		c.bucket = &quota.Bucket{Rate: rate, Burst: max(rate*3/10, 1)}
+	c := &LogCleaner{m: m, cfg: cfg, logger: logger.With("log_dir", m.dir), done: make(chan struct{}), restart: make(chan struct{}, 1)}
+	if rate, ok := throttleRate(cfg.MaxIOBytesPerSecond); ok {
+		c.bucket = &quota.Bucket{Rate: rate, Burst: throttleBurst(rate)}
 	}
 	ck, err := ReadCheckpoint(m.fs, filepath.Join(m.dir, CleanerOffsetCheckpointFile))
 	if err != nil {
@@ -109,32 +117,102 @@ func (c *LogCleaner) now() time.Time {
 	return time.Now()
 }
 
-// Start runs the cleaner threads until ctx is cancelled; Wait waits for them.
+// throttleRate is the bucket rate of log.cleaner.io.max.bytes.per.second; false: no limit
+// (the default, Double.MAX_VALUE, or not positive).
+func throttleRate(perSecond float64) (int64, bool) {
+	if perSecond > 0 && perSecond < math.MaxInt64/2 {
+		return max(int64(perSecond), 1), true
+	}
+	return 0, false
+}
+
+// throttleBurst is the most bytes the bucket holds: 300 ms of them.
+func throttleBurst(rate int64) int64 { return max(rate*3/10, 1) }
+
+// Start runs the cleaner threads until ctx is cancelled (a supervisor goroutine restarts
+// them when Reconfigure asks); Wait waits for them. Start is called once.
 func (c *LogCleaner) Start(ctx context.Context) {
-	for i := range c.cfg.Threads {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.thread(ctx, i)
-		}()
+	go c.supervise(ctx)
+}
+
+// Wait returns once every thread has stopped for good: after the context given to Start
+// was cancelled.
+func (c *LogCleaner) Wait() { <-c.done }
+
+// supervise runs one generation of threads after another, each with the settings of its
+// start, until ctx is cancelled.
+func (c *LogCleaner) supervise(ctx context.Context) {
+	defer close(c.done)
+	for gen := 0; ; gen++ {
+		cfg := c.config()
+		gctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for i := range cfg.Threads {
+			wg.Go(func() { c.thread(gctx, i, cfg) })
+		}
+		if gen > 0 {
+			c.logger.Info("log cleaner threads restarted with new settings", "threads", cfg.Threads,
+				"dedupe_buffer_size", cfg.DedupeBufferSize, "io_buffer_size", cfg.IOBufferSize,
+				"load_factor", cfg.DedupeLoadFactor, "backoff_ms", cfg.BackoffMs)
+		}
+		select {
+		case <-ctx.Done():
+		case <-c.restart:
+		}
+		cancel()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 
-// Wait returns once every thread has stopped.
-func (c *LogCleaner) Wait() { c.wg.Wait() }
-
-// memoryPerThread is each thread's OffsetMap size.
-func (c *LogCleaner) memoryPerThread() int {
-	return int(min(c.cfg.DedupeBufferSize/int64(max(c.cfg.Threads, 1)), math.MaxInt32))
+// config is the current settings.
+func (c *LogCleaner) config() CleanerConfig {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	return c.cfg
 }
 
-func (c *LogCleaner) thread(ctx context.Context, id int) {
+// Reconfigure applies new settings (see the top of this file): the throttle's rate at once,
+// and when anything else changed a restart of the threads, which Reconfigure asks for and
+// does not wait for.
+func (c *LogCleaner) Reconfigure(cfg CleanerConfig) {
+	c.tmu.Lock()
+	old := c.cfg
+	c.cfg = cfg
+	if cfg.MaxIOBytesPerSecond != old.MaxIOBytesPerSecond {
+		if rate, ok := throttleRate(cfg.MaxIOBytesPerSecond); !ok {
+			c.bucket = nil
+		} else if c.bucket == nil {
+			c.bucket = &quota.Bucket{Rate: rate, Burst: throttleBurst(rate)}
+		} else {
+			c.bucket.SetRate(c.now(), rate, throttleBurst(rate))
+		}
+		c.logger.Info("log cleaner throttle changed", "log.cleaner.io.max.bytes.per.second", cfg.MaxIOBytesPerSecond)
+	}
+	c.tmu.Unlock()
+	old.MaxIOBytesPerSecond = cfg.MaxIOBytesPerSecond
+	if old != cfg {
+		select {
+		case c.restart <- struct{}{}:
+		default: // a restart is pending already: it will take these settings
+		}
+	}
+}
+
+// memoryPerThread is each thread's OffsetMap size.
+func memoryPerThread(cfg CleanerConfig) int {
+	return int(min(cfg.DedupeBufferSize/int64(max(cfg.Threads, 1)), math.MaxInt32))
+}
+
+func (c *LogCleaner) thread(ctx context.Context, id int, cfg CleanerConfig) {
 	var om *OffsetMap
-	backoff := time.Duration(c.cfg.BackoffMs) * time.Millisecond
+	backoff := time.Duration(cfg.BackoffMs) * time.Millisecond
 	for ctx.Err() == nil {
-		cleaned, err := c.CleanOnce(ctx, func() (*OffsetMap, error) {
+		cleaned, err := c.cleanOnce(ctx, cfg, func() (*OffsetMap, error) {
 			if om == nil {
-				m, err := NewOffsetMap(c.memoryPerThread(), c.cfg.DedupeLoadFactor)
+				m, err := NewOffsetMap(memoryPerThread(cfg), cfg.DedupeLoadFactor)
 				if err != nil {
 					return nil, err
 				}
@@ -162,6 +240,10 @@ func (c *LogCleaner) thread(ctx context.Context, id int) {
 // log was cleanable or the pass replaced no segment (the thread then backs off). A pass given up because the log changed (ErrCleaningAborted) or was
 // closed is not an error.
 func (c *LogCleaner) CleanOnce(ctx context.Context, getMap func() (*OffsetMap, error)) (cleaned bool, err error) {
+	return c.cleanOnce(ctx, c.config(), getMap)
+}
+
+func (c *LogCleaner) cleanOnce(ctx context.Context, cfg CleanerConfig, getMap func() (*OffsetMap, error)) (cleaned bool, err error) {
 	nowMs := c.now().UnixMilli()
 	tp, l, ltc, ok, err := c.grab(nowMs)
 	if err != nil || !ok {
@@ -182,7 +264,7 @@ func (c *LogCleaner) CleanOnce(ctx context.Context, getMap func() (*OffsetMap, e
 		FirstUncleanableOffset: ltc.FirstUncleanableOffset,
 		NowMs:                  nowMs,
 		DeleteRetentionMs:      cc.DeleteRetentionMs,
-		IOBufferSize:           max(c.cfg.IOBufferSize/max(c.cfg.Threads, 1)/2, 1),
+		IOBufferSize:           max(cfg.IOBufferSize/max(cfg.Threads, 1)/2, 1),
 		Throttle:               func(n int) error { return c.throttle(ctx, n) },
 	}
 	if c.ActiveProducers != nil {
@@ -300,7 +382,8 @@ func (c *LogCleaner) writeCheckpointLocked() error {
 	return WriteCheckpoint(c.m.fs, c.m.dir, CleanerOffsetCheckpointFile, out)
 }
 
-// throttleWaitMax bounds one wait of the throttle, so a cancelled context is seen soon.
+// throttleWaitMax bounds one wait of the throttle, so that a cancelled context and a new
+// rate are seen soon.
 const throttleWaitMax = 100 * time.Millisecond
 
 // throttle takes n bytes from the shared bucket, waiting while it is empty; it fails once ctx
@@ -309,11 +392,12 @@ func (c *LogCleaner) throttle(ctx context.Context, n int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if c.bucket == nil {
-		return nil
-	}
 	for {
 		c.tmu.Lock()
+		if c.bucket == nil { // unlimited, or made so while this waited
+			c.tmu.Unlock()
+			return nil
+		}
 		got := c.bucket.Take(c.now(), n)
 		rate := c.bucket.Rate
 		c.tmu.Unlock()
