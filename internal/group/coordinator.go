@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -27,8 +27,8 @@ import (
 // group whose partition has no shard here is answered NOT_COORDINATOR, so its clients find
 // the coordinator again.
 //
-// Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
-// guards its core, its timer and its pending appends. The two are never held together, and no
+// Lock rule: the runtime's lock (coordinator.Runtime) guards the partition count, the shard
+// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The two are never held together, and no
 // lock is held while a reply is delivered or while waiting for one. In particular a shard's
 // appends are made under its mu (so its log holds the core's writes in the order the core
 // made them), but their replication is awaited without it, by the shard's committer
@@ -40,29 +40,18 @@ import (
 // delivered at once, but for consumer group heartbeats (KIP-848), whose answer may carry what
 // the shard's earlier writes did: they are held until those are decided (callHeld).
 //
-// Invariant: without Options.Manual, mu.partitions is set only together with electing every
-// partition open locally, so a known count means the single node's shards exist.
+// Invariant: without Options.Manual, the runtime learns the partition count only together
+// with electing every partition open locally, so a known count means the single node's
+// shards exist.
 type Coordinator struct {
 	cfg      Config
 	replicas *replica.Manager
 	log      *slog.Logger
 	now      func() time.Time
-	ensure   func(create bool) (int32, error)
 	topics   func() Topics
-	manual   bool
-
-	ctx    context.Context // cancelled by Close: stops loading
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the loading goroutines
-
-	createMu sync.Mutex // serialises creating __consumer_offsets
-	mu       struct {
-		sync.Mutex
-		partitions int32            // __consumer_offsets' partition count; 0 until known
-		shards     map[int32]*shard // the partitions this broker leads, loading or loaded
-		epochs     map[int32]int32  // per partition, the newest leader epoch Elect or Resign saw
-		closed     bool
-	}
+	// rt holds __consumer_offsets' partition count, the shards of the partitions this
+	// broker leads, the epochs of Elect and Resign, and the loading goroutines.
+	rt *coordinator.Runtime[*shard]
 }
 
 // Options wire a Coordinator into its broker.
@@ -109,11 +98,9 @@ func ConfigFrom(b *config.Broker) Config {
 // shard is one __consumer_offsets partition's coordinator, for one term of leadership: a
 // new Elect makes a new shard, and an unloaded shard is never used again.
 type shard struct {
-	index  int32
-	epoch  int32 // the leader epoch it was elected in; its appends carry it
-	part   *replica.Partition
-	ctx    context.Context // cancelled when the shard is unloaded: stops its loading
-	cancel context.CancelFunc
+	// term is the partition, the leader epoch it was elected in (its appends carry it) and
+	// the context cancelled when the shard is unloaded (stops its loading and waits).
+	term   *coordinator.Term
 	failed atomic.Bool // loading failed: the partition's groups are unavailable
 	mu     struct {
 		sync.Mutex
@@ -167,7 +154,7 @@ type heldReply struct {
 
 // NewCoordinator creates a coordinator; Start loads existing groups.
 func NewCoordinator(o Options) *Coordinator {
-	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic, topics: o.Topics, manual: o.Manual}
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, topics: o.Topics}
 	c.cfg.consumerDefaults()
 	if c.cfg.CommitTimeoutMs <= 0 {
 		c.cfg.CommitTimeoutMs = DefaultCommitTimeoutMs
@@ -175,121 +162,37 @@ func NewCoordinator(o Options) *Coordinator {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.mu.shards = map[int32]*shard{}
-	c.mu.epochs = map[int32]int32{}
+	c.rt = coordinator.New(coordinator.Config[*shard]{
+		Topic: TopicName, Name: "group coordinator", Keys: "groups",
+		Replicas: o.Replicas, Log: o.Log, Now: c.now, Manual: o.Manual,
+		EnsureTopic: o.EnsureTopic, PartitionFor: PartitionFor,
+		NewShard: func(t *coordinator.Term) *shard { return &shard{term: t} },
+		Load:     c.load,
+		Unload:   c.unload,
+	})
 	return c
 }
+
+// Term is the shard's term of leadership (coordinator.Shard).
+func (sh *shard) Term() *coordinator.Term { return sh.term }
 
 // Start starts the coordinator. Without Options.Manual it elects every partition of an
 // existing __consumer_offsets that is open locally and loads their groups in the
 // background; until a partition is loaded, its groups' requests answer
 // COORDINATOR_LOAD_IN_PROGRESS. A partition that is not open here is not coordinated here.
 // With Options.Manual it does nothing: partitions are coordinated from their Elect on.
-func (c *Coordinator) Start() error {
-	if c.manual {
-		return nil
-	}
-	n, err := c.ensure(false)
-	if err != nil || n <= 0 {
-		return err
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return err
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loadAll(shards)
-	}()
-	return nil
-}
-
-var errClosed = errors.New("group coordinator: closed")
+func (c *Coordinator) Start() error { return c.rt.Start() }
 
 // Close answers every parked request with NOT_COORDINATOR and stops the timers and any
 // loading. Call it before closing the listeners, whose connections wait for those requests.
-func (c *Coordinator) Close() {
-	c.cancel()
-	c.mu.Lock()
-	c.mu.closed = true
-	shards := c.mu.shards
-	c.mu.shards = map[int32]*shard{}
-	c.mu.Unlock()
-	for _, sh := range shards {
-		c.unload(sh, kerr.CoordinatorNotAvailable)
-	}
-	c.wg.Wait()
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
 func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
 
 // shardFor returns the shard coordinating group: NOT_COORDINATOR if its partition is not led
 // here, COORDINATOR_NOT_AVAILABLE if __consumer_offsets cannot be created or the coordinator
 // is closed.
-func (c *Coordinator) shardFor(group string) (*shard, *kerr.Error) {
-	n, err := c.partitionCount()
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	sh, closed := c.mu.shards[PartitionFor(group, n)], c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return nil, kerr.CoordinatorNotAvailable
-	case sh == nil:
-		return nil, kerr.NotCoordinator
-	}
-	return sh, nil
-}
-
-// partitionCount returns __consumer_offsets' partition count, creating the topic on first
-// use.
-func (c *Coordinator) partitionCount() (int32, *kerr.Error) {
-	c.mu.Lock()
-	n, closed := c.mu.partitions, c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return 0, kerr.CoordinatorNotAvailable
-	case n > 0:
-		return n, nil
-	}
-	n, err := c.create()
-	if err != nil {
-		c.log.Error("creating the group coordinator's topic failed", "topic", TopicName, "err", err)
-		return 0, kerr.CoordinatorNotAvailable
-	}
-	return n, nil
-}
-
-// create makes __consumer_offsets (or finds it made), learns its partition count and,
-// without Options.Manual, elects and loads its local partitions.
-func (c *Coordinator) create() (int32, error) {
-	c.createMu.Lock()
-	defer c.createMu.Unlock()
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	n, err := c.ensure(true)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("group coordinator: %s has no partitions", TopicName)
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return 0, err
-	}
-	c.loadAll(shards) // a new topic is empty, unless it was created through the admin API
-	return n, nil
-}
+func (c *Coordinator) shardFor(group string) (*shard, *kerr.Error) { return c.rt.Shard(group) }
 
 // step runs one input of the core under the shard's lock: the core's writes are appended to
 // the partition, those already decided are reported back, and the replies are delivered
@@ -361,7 +264,7 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 		pa := sh.mu.pending[0]
 		sh.mu.pending = sh.mu.pending[1:]
 		if pa.err != nil {
-			c.log.Warn("group coordinator append failed", "partition", sh.index, "err", pa.err)
+			c.log.Warn("group coordinator append failed", "partition", sh.term.Index, "err", pa.err)
 		}
 		next := sh.mu.core.Written(now, pa.id, pa.err)
 		out.Replies = append(out.Replies, next.Replies...)
@@ -400,7 +303,7 @@ func (c *Coordinator) commit(sh *shard) {
 		}
 		head := sh.mu.pending[0] // its wait and backstop are only written when it is queued
 		sh.mu.Unlock()
-		err := appendError(awaitCommit(sh.ctx, head.wait, time.Until(head.backstop)))
+		err := appendError(awaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
 		sh.mu.Lock()
 		if sh.mu.gone != nil {
 			sh.mu.committing = false
@@ -451,7 +354,7 @@ func (c *Coordinator) append(sh *shard, recs []Record, txn *Producer, now int64)
 	if err != nil {
 		return nil, err
 	}
-	if s := sh.part.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
+	if s := sh.term.Partition.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
 		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
 	}
 	hdr, err := batch.ParseHeader(raw)
@@ -462,7 +365,7 @@ func (c *Coordinator) append(sh *shard, recs []Record, txn *Producer, now int64)
 	// In the shard's epoch: once the partition has moved on to a newer term, the partition
 	// refuses the append (ErrFencedLeaderEpoch) even if the broker's Resign has not reached
 	// this shard yet, so a stale coordinator never writes.
-	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, timeoutMs)
+	res, err := sh.term.Partition.AppendWait(raw, []batch.Header{hdr}, now, sh.term.Epoch, true, timeoutMs)
 	if err != nil {
 		return nil, appendError(err)
 	}
@@ -630,18 +533,7 @@ func (c *Coordinator) FindCoordinator(group string) *kerr.Error {
 
 // PartitionFor is the __consumer_offsets partition coordinating group, or -1 while the topic
 // does not exist (FindCoordinator creates it).
-func (c *Coordinator) PartitionFor(group string) int32 {
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n <= 0 {
-		var err error
-		if n, err = c.ensure(false); err != nil || n <= 0 {
-			return -1
-		}
-	}
-	return PartitionFor(group, n)
-}
+func (c *Coordinator) PartitionFor(group string) int32 { return c.rt.PartitionFor(group) }
 
 // JoinGroup parks until the group's join phase ends (or ctx is done).
 func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest, client Client) *kmsg.JoinGroupResponse {
@@ -715,10 +607,8 @@ func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req *kmsg.TxnOffsetC
 // coordinator replays the marker); one still loading applies it once loaded (see
 // shard.mu.markers).
 func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
-	c.mu.Lock()
-	sh := c.mu.shards[partition]
-	c.mu.Unlock()
-	if sh == nil {
+	sh, ok := c.rt.ShardAt(partition)
+	if !ok {
 		return
 	}
 	sh.mu.Lock()
@@ -776,17 +666,10 @@ func (c *Coordinator) DescribeGroup(id string) kmsg.DescribeGroupsResponseGroup 
 // COORDINATOR_LOAD_IN_PROGRESS if some partition is still loading (the list then holds
 // the loaded ones, as Kafka answers). A partition resigned meanwhile is left out.
 func (c *Coordinator) ListGroups(states, types []string) ([]kmsg.ListGroupsResponseGroup, *kerr.Error) {
-	c.mu.Lock()
-	closed := c.mu.closed
-	shards := make([]*shard, 0, len(c.mu.shards))
-	for _, sh := range c.mu.shards {
-		shards = append(shards, sh)
+	shards, err := c.rt.Shards()
+	if err != nil {
+		return nil, err
 	}
-	c.mu.Unlock()
-	if closed {
-		return nil, kerr.CoordinatorNotAvailable
-	}
-	slices.SortFunc(shards, func(a, b *shard) int { return cmp.Compare(a.index, b.index) })
 	var out []kmsg.ListGroupsResponseGroup
 	var firstErr *kerr.Error
 	for _, sh := range shards {

@@ -112,9 +112,8 @@ func recvJoin(t *testing.T, done <-chan *kmsg.JoinGroupResponse) *kmsg.JoinGroup
 }
 
 func (c *Coordinator) shardOf(p int32) *shard {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.shards[p]
+	sh, _ := c.rt.ShardAt(p)
+	return sh
 }
 
 // A manual coordinator coordinates nothing until elected: requests are NOT_COORDINATOR

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/replica"
@@ -23,39 +22,20 @@ import (
 // loadReadBytes is how much of the log one read takes.
 const loadReadBytes = 1 << 20
 
-// loadAll loads the shards in order, stopping if the coordinator closes.
-func (c *Coordinator) loadAll(shards []*shard) {
-	start := time.Now()
-	groups, records := 0, 0
-	for _, sh := range shards {
-		if c.ctx.Err() != nil {
-			return
-		}
-		if sh.ctx.Err() != nil {
-			continue // resigned meanwhile
-		}
-		g, n := c.load(sh)
-		groups += g
-		records += n
-	}
-	if records > 0 {
-		c.log.Info("group coordinator loaded", "topic", TopicName, "partitions", len(shards), "groups", groups, "records", records, "duration", time.Since(start))
-	}
-}
-
-// load replays one partition and publishes its shard; it returns the groups and records.
+// load replays one partition and publishes its shard (the runtime's Config.Load); it
+// returns the groups and records.
 func (c *Coordinator) load(sh *shard) (groups, records int) {
 	core := NewShard(c.cfg)
-	records, skipped, err := replay(sh.ctx, sh.part, core)
+	records, skipped, err := replay(sh.term.Ctx, sh.term.Partition, core)
 	if err != nil {
-		if sh.ctx.Err() == nil {
+		if sh.term.Ctx.Err() == nil {
 			sh.failed.Store(true)
-			c.log.Error("group coordinator could not load its partition; its groups are unavailable", "partition", sh.index, "err", err)
+			c.log.Error("group coordinator could not load its partition; its groups are unavailable", "partition", sh.term.Index, "err", err)
 		}
 		return 0, 0
 	}
 	if skipped > 0 {
-		c.log.Warn("group coordinator skipped records it does not understand", "partition", sh.index, "skipped", skipped)
+		c.log.Warn("group coordinator skipped records it does not understand", "partition", sh.term.Index, "skipped", skipped)
 	}
 	sh.mu.Lock()
 	if sh.mu.gone != nil {
