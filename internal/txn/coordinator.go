@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -23,8 +24,8 @@ import (
 // carry). Leadership arrives with Elect and leaves with Resign (leadership.go); a
 // transactional id whose partition has no shard here is answered NOT_COORDINATOR.
 //
-// Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
-// guards its core, its timer and its pending appends. The two are never held together, and
+// Lock rule: the runtime's lock (coordinator.Runtime) guards the partition count, the shard
+// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The two are never held together, and
 // no lock is held while a reply is delivered, while waiting for one, while a producer id is
 // fetched or while markers are sent. A shard's appends are made under its mu (so its log
 // holds the core's writes in the order the core made them) and their replication is awaited
@@ -37,25 +38,14 @@ type Coordinator struct {
 	replicas  *replica.Manager
 	log       *slog.Logger
 	now       func() time.Time
-	ensure    func(create bool) (int32, error)
 	pids      func(ctx context.Context) (int64, error)
 	markers   MarkerSender
 	groupPart func(groupID string) (int32, error)
 	exists    func(topic string, partition int32) bool
-	manual    bool
-
-	ctx    context.Context // cancelled by Close: stops loading and marker sends
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // loading and marker goroutines; Add under a shard's mu while it is not gone, or under mu
-
-	createMu sync.Mutex // serialises creating __transaction_state
-	mu       struct {
-		sync.Mutex
-		partitions int32            // __transaction_state's partition count; 0 until known
-		shards     map[int32]*shard // the partitions this broker leads, loading or loaded
-		epochs     map[int32]int32  // per partition, the newest leader epoch Elect or Resign saw
-		closed     bool
-	}
+	// rt holds __transaction_state's partition count, the shards of the partitions this
+	// broker leads, the epochs of Elect and Resign, and the loading and marker goroutines
+	// (Close cancels them and waits).
+	rt *coordinator.Runtime[*shard]
 }
 
 // Options wire a Coordinator into its broker.
@@ -85,11 +75,9 @@ type Options struct {
 // shard is one __transaction_state partition's coordinator for one term of leadership: a
 // new Elect makes a new shard, and an unloaded shard is never used again.
 type shard struct {
-	index  int32
-	epoch  int32 // the leader epoch it was elected in: its appends and markers carry it
-	part   *replica.Partition
-	ctx    context.Context // cancelled when the shard is unloaded
-	cancel context.CancelFunc
+	// term is the partition, the leader epoch it was elected in (its appends and markers
+	// carry it) and the context cancelled when the shard is unloaded.
+	term   *coordinator.Term
 	failed atomic.Bool // loading failed: the partition's ids are unavailable
 	mu     struct {
 		sync.Mutex
@@ -116,8 +104,8 @@ type pendingAppend struct {
 
 // NewCoordinator creates a coordinator; Start loads existing transactional ids.
 func NewCoordinator(o Options) *Coordinator {
-	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic,
-		pids: o.ProducerIDs, markers: o.Markers, groupPart: o.GroupPartition, exists: o.PartitionExists, manual: o.Manual}
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now,
+		pids: o.ProducerIDs, markers: o.Markers, groupPart: o.GroupPartition, exists: o.PartitionExists}
 	c.cfg.defaults()
 	if c.now == nil {
 		c.now = time.Now
@@ -125,119 +113,35 @@ func NewCoordinator(o Options) *Coordinator {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.mu.shards = map[int32]*shard{}
-	c.mu.epochs = map[int32]int32{}
+	c.rt = coordinator.New(coordinator.Config[*shard]{
+		Topic: TopicName, Name: "transaction coordinator", Keys: "transactional_ids",
+		Replicas: o.Replicas, Log: c.log, Now: c.now, Manual: o.Manual,
+		EnsureTopic: o.EnsureTopic, PartitionFor: PartitionFor,
+		NewShard: func(t *coordinator.Term) *shard { return &shard{term: t} },
+		Load:     c.load,
+		Unload:   c.unload,
+	})
 	return c
 }
+
+// Term is the shard's term of leadership (coordinator.Shard).
+func (sh *shard) Term() *coordinator.Term { return sh.term }
 
 // Start starts the coordinator. Without Options.Manual it elects every partition of an
 // existing __transaction_state open locally and loads them in the background (their ids
 // answer COORDINATOR_LOAD_IN_PROGRESS meanwhile). With Options.Manual it does nothing.
-func (c *Coordinator) Start() error {
-	if c.manual {
-		return nil
-	}
-	n, err := c.ensure(false)
-	if err != nil || n <= 0 {
-		return err
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return err
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loadAll(shards)
-	}()
-	return nil
-}
-
-var errClosed = errors.New("txn coordinator: closed")
+func (c *Coordinator) Start() error { return c.rt.Start() }
 
 // Close unloads every shard (waiting requests are answered COORDINATOR_NOT_AVAILABLE), stops
 // the timers, loading and marker sends, and waits for their goroutines.
-func (c *Coordinator) Close() {
-	c.cancel()
-	c.mu.Lock()
-	c.mu.closed = true
-	shards := c.mu.shards
-	c.mu.shards = map[int32]*shard{}
-	c.mu.Unlock()
-	for _, sh := range shards {
-		c.unload(sh, kerr.CoordinatorNotAvailable)
-	}
-	c.wg.Wait()
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
 func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
 
 // shardFor returns the shard coordinating transactional id: NOT_COORDINATOR if its partition
 // is not led here, COORDINATOR_NOT_AVAILABLE if __transaction_state cannot be created or the
 // coordinator is closed.
-func (c *Coordinator) shardFor(id string) (*shard, *kerr.Error) {
-	n, err := c.partitionCount()
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	sh, closed := c.mu.shards[PartitionFor(id, n)], c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return nil, kerr.CoordinatorNotAvailable
-	case sh == nil:
-		return nil, kerr.NotCoordinator
-	}
-	return sh, nil
-}
-
-// partitionCount returns __transaction_state's partition count, creating the topic on first
-// use.
-func (c *Coordinator) partitionCount() (int32, *kerr.Error) {
-	c.mu.Lock()
-	n, closed := c.mu.partitions, c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return 0, kerr.CoordinatorNotAvailable
-	case n > 0:
-		return n, nil
-	}
-	n, err := c.create()
-	if err != nil {
-		c.log.Error("creating the transaction coordinator's topic failed", "topic", TopicName, "err", err)
-		return 0, kerr.CoordinatorNotAvailable
-	}
-	return n, nil
-}
-
-// create makes __transaction_state (or finds it made), learns its partition count and,
-// without Options.Manual, elects and loads its local partitions.
-func (c *Coordinator) create() (int32, error) {
-	c.createMu.Lock()
-	defer c.createMu.Unlock()
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	n, err := c.ensure(true)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("txn coordinator: %s has no partitions", TopicName)
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return 0, err
-	}
-	c.loadAll(shards)
-	return n, nil
-}
+func (c *Coordinator) shardFor(id string) (*shard, *kerr.Error) { return c.rt.Shard(id) }
 
 // FindCoordinator reports whether this broker coordinates transactional id (creating
 // __transaction_state on first use): nil if it leads the id's partition (which may still be
@@ -249,18 +153,7 @@ func (c *Coordinator) FindCoordinator(id string) *kerr.Error {
 
 // PartitionFor is the __transaction_state partition coordinating id, or -1 while the topic
 // does not exist.
-func (c *Coordinator) PartitionFor(id string) int32 {
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n <= 0 {
-		var err error
-		if n, err = c.ensure(false); err != nil || n <= 0 {
-			return -1
-		}
-	}
-	return PartitionFor(id, n)
-}
+func (c *Coordinator) PartitionFor(id string) int32 { return c.rt.PartitionFor(id) }
 
 // step runs one input of the core under the shard's lock: the core's writes are appended,
 // its marker attempts started, and its replies delivered after the lock is released.
@@ -313,7 +206,7 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 		pa := sh.mu.pending[0]
 		sh.mu.pending = sh.mu.pending[1:]
 		if pa.err != nil {
-			c.log.Warn("transaction coordinator append failed", "partition", sh.index, "err", pa.err)
+			c.log.Warn("transaction coordinator append failed", "partition", sh.term.Index, "err", pa.err)
 		}
 		next := sh.mu.core.Written(now, pa.id, pa.err)
 		out.Replies = append(out.Replies, next.Replies...)
@@ -346,7 +239,7 @@ func (c *Coordinator) commit(sh *shard) {
 		}
 		head := sh.mu.pending[0]
 		sh.mu.Unlock()
-		err := appendError(awaitCommit(sh.ctx, head.wait, time.Until(head.backstop)))
+		err := appendError(awaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
 		sh.mu.Lock()
 		if sh.mu.gone != nil {
 			sh.mu.committing = false
@@ -365,9 +258,7 @@ func (c *Coordinator) commit(sh *shard) {
 
 // sendLocked starts one marker attempt; its outcome is reported to the core under the lock.
 func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
-	c.wg.Add(1) // under sh.mu while the shard is not gone: before Close waits
-	go func() {
-		defer c.wg.Done()
+	c.rt.Go(func() { // under sh.mu while the shard is not gone: before Close waits
 		var failed map[TopicPartition]error
 		if c.markers == nil {
 			failed = map[TopicPartition]error{}
@@ -375,7 +266,7 @@ func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
 				failed[p] = errors.New("txn coordinator: no marker sender")
 			}
 		} else {
-			failed = c.markers.WriteMarkers(sh.ctx, job.Markers)
+			failed = c.markers.WriteMarkers(sh.term.Ctx, job.Markers)
 		}
 		sh.mu.Lock()
 		if sh.mu.gone != nil || sh.mu.core == nil {
@@ -387,7 +278,7 @@ func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
 		c.armLocked(sh)
 		sh.mu.Unlock()
 		c.deliver(r)
-	}()
+	})
 }
 
 // append writes records to the shard's partition as one batch, as its leader in the shard's
@@ -408,14 +299,14 @@ func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error,
 	if err != nil {
 		return nil, err
 	}
-	if s := sh.part.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
+	if s := sh.term.Partition.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
 		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
 	}
 	hdr, err := batch.ParseHeader(raw)
 	if err != nil {
 		return nil, err
 	}
-	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, c.cfg.CommitTimeoutMs)
+	res, err := sh.term.Partition.AppendWait(raw, []batch.Header{hdr}, now, sh.term.Epoch, true, c.cfg.CommitTimeoutMs)
 	if err != nil {
 		return nil, appendError(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/replica"
@@ -16,40 +15,23 @@ import (
 // PrepareCommit and PrepareAbort). Like Kafka, it reads past the high watermark: a leader
 // never truncates its own log, so what it holds becomes committed in its term.
 
+// loadReadBytes is how much of the log one read takes.
 const loadReadBytes = 1 << 20
 
-func (c *Coordinator) loadAll(shards []*shard) {
-	start := time.Now()
-	ids, records := 0, 0
-	for _, sh := range shards {
-		if c.ctx.Err() != nil {
-			return
-		}
-		if sh.ctx.Err() != nil {
-			continue
-		}
-		n, r := c.load(sh)
-		ids += n
-		records += r
-	}
-	if records > 0 {
-		c.log.Info("transaction coordinator loaded", "topic", TopicName, "partitions", len(shards), "transactional_ids", ids, "records", records, "duration", time.Since(start))
-	}
-}
-
-// load replays one partition and publishes its shard; it returns the ids and records.
+// load replays one partition and publishes its shard (the runtime's Config.Load); it
+// returns the ids and records.
 func (c *Coordinator) load(sh *shard) (ids, records int) {
-	core := NewShard(c.cfg, sh.epoch)
-	records, skipped, err := replay(sh.ctx, sh.part, core)
+	core := NewShard(c.cfg, sh.term.Epoch)
+	records, skipped, err := replay(sh.term.Ctx, sh.term.Partition, core)
 	if err != nil {
-		if sh.ctx.Err() == nil {
+		if sh.term.Ctx.Err() == nil {
 			sh.failed.Store(true)
-			c.log.Error("transaction coordinator could not load its partition; its transactional ids are unavailable", "partition", sh.index, "err", err)
+			c.log.Error("transaction coordinator could not load its partition; its transactional ids are unavailable", "partition", sh.term.Index, "err", err)
 		}
 		return 0, 0
 	}
 	if skipped > 0 {
-		c.log.Warn("transaction coordinator skipped records it does not understand", "partition", sh.index, "skipped", skipped)
+		c.log.Warn("transaction coordinator skipped records it does not understand", "partition", sh.term.Index, "skipped", skipped)
 	}
 	sh.mu.Lock()
 	if sh.mu.gone != nil {
