@@ -28,17 +28,18 @@ import (
 // the coordinator again.
 //
 // Lock rule: the runtime's lock (coordinator.Runtime) guards the partition count, the shard
-// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The two are never held together, and no
-// lock is held while a reply is delivered or while waiting for one. In particular a shard's
-// appends are made under its mu (so its log holds the core's writes in the order the core
-// made them), but their replication is awaited without it, by the shard's committer
-// goroutine; the outcomes are reported to the core (Written) under mu, in append order. So
-// one group's slow commit does not stall the shard's other groups, and a write's effects the
-// core applies in its Written callback (a commit's offsets, a generation's assignment) and
-// the replies made there wait until the ISR has the write, as Kafka's coordinator applies a
-// commit to its cache only once the append succeeded. Replies that depend on no write are
-// delivered at once, but for consumer group heartbeats (KIP-848), whose answer may carry what
-// the shard's earlier writes did: they are held until those are decided (callHeld).
+// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The
+// two are never held together, and no lock is held while a reply is delivered or while waiting
+// for one. In particular a shard's appends are made under its mu (so its log holds the core's
+// writes in the order the core made them), but their replication is awaited without it, by the
+// shard's committer goroutine; the outcomes are reported to the core (Written) under mu, in
+// append order. So one group's slow commit does not stall the shard's other groups, and a
+// write's effects the core applies in its Written callback (a commit's offsets, a generation's
+// assignment) and the replies made there wait until the ISR has the write, as Kafka's
+// coordinator applies a commit to its cache only once the append succeeded. Replies that
+// depend on no write are delivered at once, but for consumer group heartbeats (KIP-848), whose
+// answer may carry what the shard's earlier writes did: they are held until those are decided
+// (callHeld).
 //
 // Invariant: without Options.Manual, the runtime learns the partition count only together
 // with electing every partition open locally, so a known count means the single node's
@@ -104,9 +105,8 @@ type shard struct {
 	failed atomic.Bool // loading failed: the partition's groups are unavailable
 	mu     struct {
 		sync.Mutex
-		core  *Shard // nil while loading and once unloaded
-		timer *time.Timer
-		armed int64 // deadline the timer is set for; 0: none
+		core  *Shard            // nil while loading and once unloaded
+		timer coordinator.Timer // fires c.tick(sh); armed for the core's next deadline
 		// gone is set when the shard is unloaded: what later requests get
 		// (NOT_COORDINATOR after Resign, COORDINATOR_NOT_AVAILABLE after Close).
 		gone *kerr.Error
@@ -166,11 +166,18 @@ func NewCoordinator(o Options) *Coordinator {
 		Topic: TopicName, Name: "group coordinator", Keys: "groups",
 		Replicas: o.Replicas, Log: o.Log, Now: c.now, Manual: o.Manual,
 		EnsureTopic: o.EnsureTopic, PartitionFor: PartitionFor,
-		NewShard: func(t *coordinator.Term) *shard { return &shard{term: t} },
+		NewShard: c.newShard,
 		Load:     c.load,
 		Unload:   c.unload,
 	})
 	return c
+}
+
+// newShard makes the shard of a new term (the runtime's Config.NewShard).
+func (c *Coordinator) newShard(t *coordinator.Term) *shard {
+	sh := &shard{term: t}
+	sh.mu.timer.Init(func() { c.tick(sh) })
+	return sh
 }
 
 // Term is the shard's term of leadership (coordinator.Shard).
@@ -430,26 +437,7 @@ func appendError(err error) error {
 }
 
 // armLocked points the shard's timer at the core's next deadline.
-func (c *Coordinator) armLocked(sh *shard) {
-	next, ok := sh.mu.core.NextDeadline()
-	if !ok {
-		if sh.mu.timer != nil {
-			sh.mu.timer.Stop()
-		}
-		sh.mu.armed = 0
-		return
-	}
-	if next == sh.mu.armed {
-		return
-	}
-	sh.mu.armed = next
-	d := time.Until(time.UnixMilli(next))
-	if sh.mu.timer == nil {
-		sh.mu.timer = time.AfterFunc(d, func() { c.tick(sh) })
-	} else {
-		sh.mu.timer.Reset(d)
-	}
-}
+func (c *Coordinator) armLocked(sh *shard) { sh.mu.timer.Arm(sh.mu.core.NextDeadline()) }
 
 // tick feeds the clock to the core: session timeouts, rebalance timeouts, offset expiry.
 func (c *Coordinator) tick(sh *shard) {
@@ -461,7 +449,7 @@ func (c *Coordinator) tick(sh *shard) {
 	now := c.nowMs()
 	c.viewLocked(sh)
 	r := c.persistLocked(sh, sh.mu.core.Tick(now), now)
-	sh.mu.armed = 0
+	sh.mu.timer.Fired()
 	c.armLocked(sh)
 	sh.mu.Unlock()
 	c.deliver(r)

@@ -50,10 +50,7 @@ func (c *Coordinator) Resign(partition, leaderEpoch int32) { c.rt.Resign(partiti
 func (c *Coordinator) unload(sh *shard, why *kerr.Error) {
 	sh.mu.Lock()
 	sh.mu.gone = why
-	if sh.mu.timer != nil {
-		sh.mu.timer.Stop()
-	}
-	sh.mu.armed = 0
+	sh.mu.timer.Stop()
 	var r Ready
 	if sh.mu.core != nil {
 		r = sh.mu.core.Unload(c.nowMs())

@@ -166,7 +166,7 @@ func TestCoordinatorResignAnswersParkedAndLater(t *testing.T) {
 	r := recvJoin(t, done)
 	wantCode(t, "parked join after resign", r.ErrorCode, kerr.NotCoordinator)
 	sh.mu.Lock()
-	stopped := sh.mu.core == nil && sh.mu.timer != nil && !sh.mu.timer.Stop() // Stop reports false: already stopped
+	stopped := sh.mu.core == nil && !sh.mu.timer.Stop() // Stop reports false: already stopped
 	sh.mu.Unlock()
 	if !stopped {
 		t.Fatal("the resigned shard's timer is still running (or its core kept)")

@@ -25,14 +25,14 @@ import (
 // transactional id whose partition has no shard here is answered NOT_COORDINATOR.
 //
 // Lock rule: the runtime's lock (coordinator.Runtime) guards the partition count, the shard
-// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The two are never held together, and
-// no lock is held while a reply is delivered, while waiting for one, while a producer id is
-// fetched or while markers are sent. A shard's appends are made under its mu (so its log
-// holds the core's writes in the order the core made them) and their replication is awaited
-// without it by the shard's committer goroutine, which reports the outcomes to the core in
-// append order; so an InitProducerId, AddPartitionsToTxn or EndTxn is answered only once its
-// record is on the ISR, as Kafka's coordinator appends with acks=-1. Markers are sent by one
-// goroutine per attempt, which reports to the core under mu.
+// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The
+// two are never held together, and no lock is held while a reply is delivered, while waiting
+// for one, while a producer id is fetched or while markers are sent. A shard's appends are
+// made under its mu (so its log holds the core's writes in the order the core made them) and
+// their replication is awaited without it by the shard's committer goroutine, which reports
+// the outcomes to the core in append order; so an InitProducerId, AddPartitionsToTxn or EndTxn
+// is answered only once its record is on the ISR, as Kafka's coordinator appends with acks=-1.
+// Markers are sent by one goroutine per attempt, which reports to the core under mu.
 type Coordinator struct {
 	cfg       Config
 	replicas  *replica.Manager
@@ -81,9 +81,8 @@ type shard struct {
 	failed atomic.Bool // loading failed: the partition's ids are unavailable
 	mu     struct {
 		sync.Mutex
-		core  *Shard // nil while loading and once unloaded
-		timer *time.Timer
-		armed int64 // the deadline the timer is set for; 0: none
+		core  *Shard            // nil while loading and once unloaded
+		timer coordinator.Timer // fires c.tick(sh); armed for the core's next deadline
 		// gone is set when the shard is unloaded: what later requests get.
 		gone *kerr.Error
 		// pending are the appends not yet reported to the core, in append order; only the
@@ -117,11 +116,18 @@ func NewCoordinator(o Options) *Coordinator {
 		Topic: TopicName, Name: "transaction coordinator", Keys: "transactional_ids",
 		Replicas: o.Replicas, Log: c.log, Now: c.now, Manual: o.Manual,
 		EnsureTopic: o.EnsureTopic, PartitionFor: PartitionFor,
-		NewShard: func(t *coordinator.Term) *shard { return &shard{term: t} },
+		NewShard: c.newShard,
 		Load:     c.load,
 		Unload:   c.unload,
 	})
 	return c
+}
+
+// newShard makes the shard of a new term (the runtime's Config.NewShard).
+func (c *Coordinator) newShard(t *coordinator.Term) *shard {
+	sh := &shard{term: t}
+	sh.mu.timer.Init(func() { c.tick(sh) })
+	return sh
 }
 
 // Term is the shard's term of leadership (coordinator.Shard).
@@ -360,26 +366,7 @@ func appendError(err error) error {
 }
 
 // armLocked points the shard's timer at the core's next deadline.
-func (c *Coordinator) armLocked(sh *shard) {
-	next, ok := sh.mu.core.NextDeadline()
-	if !ok {
-		if sh.mu.timer != nil {
-			sh.mu.timer.Stop()
-		}
-		sh.mu.armed = 0
-		return
-	}
-	if next == sh.mu.armed {
-		return
-	}
-	sh.mu.armed = next
-	d := time.Until(time.UnixMilli(next))
-	if sh.mu.timer == nil {
-		sh.mu.timer = time.AfterFunc(d, func() { c.tick(sh) })
-	} else {
-		sh.mu.timer.Reset(d)
-	}
-}
+func (c *Coordinator) armLocked(sh *shard) { sh.mu.timer.Arm(sh.mu.core.NextDeadline()) }
 
 // tick feeds the clock to the core: timed-out transactions, expired ids, marker retries.
 func (c *Coordinator) tick(sh *shard) {
@@ -390,7 +377,7 @@ func (c *Coordinator) tick(sh *shard) {
 	}
 	now := c.nowMs()
 	r := c.persistLocked(sh, sh.mu.core.Tick(now), now)
-	sh.mu.armed = 0
+	sh.mu.timer.Fired()
 	c.armLocked(sh)
 	sh.mu.Unlock()
 	c.deliver(r)
