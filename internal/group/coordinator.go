@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
@@ -310,7 +309,7 @@ func (c *Coordinator) commit(sh *shard) {
 		}
 		head := sh.mu.pending[0] // its wait and backstop are only written when it is queued
 		sh.mu.Unlock()
-		err := appendError(awaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
+		err := appendError(coordinator.AwaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
 		sh.mu.Lock()
 		if sh.mu.gone != nil {
 			sh.mu.committing = false
@@ -328,11 +327,12 @@ func (c *Coordinator) commit(sh *shard) {
 	}
 }
 
-// append writes records to the shard's partition as one batch, as its leader with acks=all,
-// and returns the partition's wait for the ISR to have them (nil if they are committed
-// already) or the failure, translated into the Kafka errors the core maps. The committer
-// awaits the wait (awaitCommit), so an offset commit or a group's new state is answered only
-// once it survives the loss of this broker, as Kafka's coordinator appends with acks=-1.
+// append writes records to the shard's partition as one batch (coordinator.Append: as its
+// leader in the shard's epoch, with acks=all; with txn transactional for that producer), and
+// returns the partition's wait for the ISR to have them or the failure, translated into the
+// Kafka errors the core maps. The committer awaits the wait (coordinator.AwaitCommit), so an
+// offset commit or a group's new state is answered only once it survives the loss of this
+// broker, as Kafka's coordinator appends with acks=-1.
 //
 // The wait is bounded: by offsets.commit.timeout.ms (Config.CommitTimeoutMs; REQUEST_TIMED_OUT
 // after it, from the partition's purgatory or, should its deadline not fire, from the
@@ -340,63 +340,9 @@ func (c *Coordinator) commit(sh *shard) {
 // waiting appends at once: NOT_LEADER_OR_FOLLOWER), and by the shard being unloaded: Resign
 // and Close cancel the shard's context, which ends the wait at once, and Unload answers the
 // writes' requests NOT_COORDINATOR.
-//
-// With txn the batch is transactional for that producer, with BaseSequence -1 as Kafka's
-// coordinator writes it: the partition checks the producer's epoch (a fenced producer is
-// INVALID_PRODUCER_EPOCH) but no sequence.
 func (c *Coordinator) append(sh *shard, recs []Record, txn *Producer, now int64) (<-chan error, error) {
-	brs := make([]batch.Record, len(recs))
-	for i, r := range recs {
-		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
-	}
-	h := batch.Header{
-		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}
-	if txn != nil {
-		h.ProducerID, h.ProducerEpoch = txn.ID, txn.Epoch
-		h.Attributes |= batch.AttrTransactional
-	}
-	raw, err := batch.Build(h, brs, batch.CodecNone)
-	if err != nil {
-		return nil, err
-	}
-	if s := sh.term.Partition.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
-		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
-	}
-	hdr, err := batch.ParseHeader(raw)
-	if err != nil {
-		return nil, err
-	}
-	timeoutMs := c.cfg.CommitTimeoutMs
-	// In the shard's epoch: once the partition has moved on to a newer term, the partition
-	// refuses the append (ErrFencedLeaderEpoch) even if the broker's Resign has not reached
-	// this shard yet, so a stale coordinator never writes.
-	res, err := sh.term.Partition.AppendWait(raw, []batch.Header{hdr}, now, sh.term.Epoch, true, timeoutMs)
-	if err != nil {
-		return nil, appendError(err)
-	}
-	return res.Wait, nil
-}
-
-// awaitCommit waits for an acks=all append's outcome (nil once the ISR has it), at most
-// backstop, or until ctx (the shard's) ends. An outcome already there wins.
-func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
-	select {
-	case err := <-wait:
-		return err
-	default:
-	}
-	t := time.NewTimer(backstop)
-	defer t.Stop()
-	select {
-	case err := <-wait:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the coordinator resigned while its append waited for the ISR", replica.ErrNotLeaderOrFollower)
-	case <-t.C:
-		return fmt.Errorf("%w: no answer from the partition within %v", replica.ErrRequestTimedOut, backstop)
-	}
+	wait, err := coordinator.Append(sh.term, recs, txn, now, c.cfg.CommitTimeoutMs)
+	return wait, appendError(err)
 }
 
 // appendError names an append failure with the Kafka error the core maps (groupWriteError,

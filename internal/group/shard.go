@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregor-project/gregor/internal/coordinator"
 )
 
 // Config is what a shard acts on (Kafka's group.* and offsets.* broker configs).
@@ -60,9 +62,7 @@ type Reply struct {
 }
 
 // Record is a __consumer_offsets record; a nil Value is a tombstone.
-type Record struct {
-	Key, Value []byte
-}
+type Record = coordinator.Record
 
 // Write is a set of records to append, in order, as one batch; its outcome must be
 // reported with Written(ID, err), and the outcomes of all Writes in the order they were
@@ -79,10 +79,7 @@ type Write struct {
 }
 
 // Producer is the transactional producer a Write is made for.
-type Producer struct {
-	ID    int64
-	Epoch int16
-}
+type Producer = coordinator.Producer
 
 // Ready is the output of one step: append each Write in order (reporting each with Written,
 // whose Ready is handled the same way) and deliver the Replies, which do not wait for the

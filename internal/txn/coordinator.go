@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
@@ -245,7 +244,7 @@ func (c *Coordinator) commit(sh *shard) {
 		}
 		head := sh.mu.pending[0]
 		sh.mu.Unlock()
-		err := appendError(awaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
+		err := appendError(coordinator.AwaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
 		sh.mu.Lock()
 		if sh.mu.gone != nil {
 			sh.mu.committing = false
@@ -287,55 +286,15 @@ func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
 	})
 }
 
-// append writes records to the shard's partition as one batch, as its leader in the shard's
-// epoch with acks=all, and returns the wait for the ISR to have them, or the failure named
-// with the Kafka error the core maps. The wait is bounded by Config.CommitTimeoutMs (the
-// partition's purgatory, and the committer's backstop a second later), by a change of
-// leadership (the partition fails its waiting appends), and by the shard's unloading.
+// append writes records to the shard's partition as one batch (coordinator.Append: as its
+// leader in the shard's epoch, with acks=all), and returns the wait for the ISR to have them,
+// or the failure named with the Kafka error the core maps. The wait is bounded by
+// Config.CommitTimeoutMs (the partition's purgatory, and the committer's backstop a second
+// later), by a change of leadership (the partition fails its waiting appends), and by the
+// shard's unloading.
 func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error, error) {
-	brs := make([]batch.Record, len(recs))
-	for i, r := range recs {
-		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
-	}
-	h := batch.Header{
-		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}
-	raw, err := batch.Build(h, brs, batch.CodecNone)
-	if err != nil {
-		return nil, err
-	}
-	if s := sh.term.Partition.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
-		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
-	}
-	hdr, err := batch.ParseHeader(raw)
-	if err != nil {
-		return nil, err
-	}
-	res, err := sh.term.Partition.AppendWait(raw, []batch.Header{hdr}, now, sh.term.Epoch, true, c.cfg.CommitTimeoutMs)
-	if err != nil {
-		return nil, appendError(err)
-	}
-	return res.Wait, nil
-}
-
-// awaitCommit waits for an acks=all append's outcome, at most backstop, or until ctx ends.
-func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
-	select {
-	case err := <-wait:
-		return err
-	default:
-	}
-	t := time.NewTimer(backstop)
-	defer t.Stop()
-	select {
-	case err := <-wait:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the coordinator resigned while its append waited for the ISR", replica.ErrNotLeaderOrFollower)
-	case <-t.C:
-		return fmt.Errorf("%w: no answer from the partition within %v", replica.ErrRequestTimedOut, backstop)
-	}
+	wait, err := coordinator.Append(sh.term, recs, nil, now, c.cfg.CommitTimeoutMs)
+	return wait, appendError(err)
 }
 
 // appendError names an append failure with the Kafka error the core maps (writeError): a
