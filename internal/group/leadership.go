@@ -18,18 +18,10 @@ import (
 //     waiting for its append are answered NOT_COORDINATOR, its timers stop, and every later
 //     request of its groups is answered NOT_COORDINATOR.
 //
-// Epochs order the reports (they may come late from a slow metadata loop): an Elect is
-// ignored unless its epoch is newer than every epoch Elect and Resign saw for the partition,
-// so a repeated Elect is harmless and an Elect that follows a Resign of a newer epoch does
-// nothing. A Resign is ignored when its epoch is older than the shard's, a stale report of
-// an earlier term. An Elect in a newer epoch while a shard is loaded replaces it (the log may
-// have changed while another broker led the partition, so the groups are loaded again).
-//
-// Fencing does not rest on the reports arriving in time: a shard appends in the leader epoch
-// it was elected in, and the partition refuses an append in an epoch other than its own
-// (replica.ErrFencedLeaderEpoch). A shard whose partition has moved on to a newer term, its
-// Resign still on the way, writes nothing; its requests are answered NOT_COORDINATOR. On a
-// single node the partitions have no epochs to fence by (singleNodeEpoch is never refused).
+// Epochs order the reports, and fencing does not rest on their arriving in time: see the
+// epoch rules of coordinator.Runtime (internal/coordinator's package doc), which keeps the
+// partition map and the epochs for this coordinator. On a single node the partitions have no
+// epochs to fence by (singleNodeEpoch is never refused).
 
 // singleNodeEpoch is the leader epoch of every partition on a single node.
 const singleNodeEpoch = coordinator.SingleNodeEpoch

@@ -18,11 +18,10 @@ import (
 //     NOT_COORDINATOR, its timer stops, its marker attempts are cancelled, and later requests
 //     are answered NOT_COORDINATOR.
 //
-// Epochs order the reports as for groups (group/leadership.go): an Elect is ignored unless
-// its epoch is newer than every epoch seen for the partition, a Resign older than the
-// shard's is ignored, and an Elect in a newer epoch replaces a loaded shard. Fencing does
-// not rest on the reports arriving in time: a shard appends in the epoch it was elected in,
-// and the partition refuses an append in any other.
+// Epochs order the reports, and fencing does not rest on their arriving in time (a shard
+// appends in the epoch it was elected in, and the partition refuses an append in any
+// other): see the epoch rules of coordinator.Runtime (internal/coordinator's package doc),
+// which keeps the partition map and the epochs for this coordinator.
 
 // Elect makes this broker the coordinator of __transaction_state partition partition from
 // leaderEpoch on, and starts loading it. The partition must be open in Replicas as the
