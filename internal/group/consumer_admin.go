@@ -25,12 +25,12 @@ func (s *Shard) loadConsumerGroup(g *Group) {
 		if m.Classic != nil {
 			session = int64(m.Classic.SessionTimeoutMs)
 		}
-		s.timers.set(timerKey{timerConsumerSession, g.ID, m.ID}, s.now+session)
+		s.timers.Set(timerKey{timerConsumerSession, g.ID, m.ID}, s.now+session)
 		if m.Classic == nil && m.State == MemberUnrevokedPartitions {
 			n := m.clone()
 			n.revokeEpoch = n.MemberEpoch
 			cg.members[m.ID] = n
-			s.timers.set(timerKey{timerConsumerRebalance, g.ID, m.ID}, s.now+int64(m.RebalanceTimeoutMs))
+			s.timers.Set(timerKey{timerConsumerRebalance, g.ID, m.ID}, s.now+int64(m.RebalanceTimeoutMs))
 		}
 	}
 }

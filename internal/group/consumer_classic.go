@@ -116,10 +116,10 @@ func (s *Shard) upgradeClassic(g *Group, recs *[]Record) {
 		s.cancelHeartbeat(g, m.ID)
 	}
 	for pid := range g.pending {
-		s.timers.cancel(timerKey{timerPending, g.ID, pid})
+		s.timers.Cancel(timerKey{timerPending, g.ID, pid})
 	}
-	s.timers.cancel(timerKey{kind: timerJoin, group: g.ID})
-	s.timers.cancel(timerKey{kind: timerSync, group: g.ID})
+	s.timers.Cancel(timerKey{kind: timerJoin, group: g.ID})
+	s.timers.Cancel(timerKey{kind: timerSync, group: g.ID})
 	*recs = append(*recs, Record{Key: groupKey(g.ID)})
 
 	metadata := func(m *Member) []byte {
@@ -149,7 +149,7 @@ func (s *Shard) upgradeClassic(g *Group, recs *[]Record) {
 		}
 		cg.put(nil, cm)
 		cg.target[cm.ID] = assigned
-		s.timers.set(timerKey{timerConsumerSession, g.ID, cm.ID}, s.now+int64(cm.Classic.SessionTimeoutMs))
+		s.timers.Set(timerKey{timerConsumerSession, g.ID, cm.ID}, s.now+int64(cm.Classic.SessionTimeoutMs))
 	}
 	g.syncConsumerState(s.now)
 	*recs = append(*recs, consumerGroupRecords(g)...)
@@ -374,9 +374,9 @@ func (s *Shard) classicJoinConsumer(g *Group, a joinArgs) {
 	r.Protocol = strPtr(a.protocols[0].Name)
 	id, session, rebalance := final.ID, int64(a.sessionMs), int64(a.rebalanceMs)
 	done := func() {
-		s.timers.cancel(timerKey{timerClassicJoin, g.ID, id})
-		s.timers.set(timerKey{timerConsumerSession, g.ID, id}, s.now+session)
-		s.timers.set(timerKey{timerClassicSync, g.ID, id}, s.now+rebalance)
+		s.timers.Cancel(timerKey{timerClassicJoin, g.ID, id})
+		s.timers.Set(timerKey{timerConsumerSession, g.ID, id}, s.now+session)
+		s.timers.Set(timerKey{timerClassicSync, g.ID, id}, s.now+rebalance)
 	}
 	if len(recs) == 0 {
 		done()
@@ -421,8 +421,8 @@ func (s *Shard) classicRebalancing(g *Group, m *ConsumerMember, forHeartbeat boo
 	}
 	if rejoin {
 		key := timerKey{timerClassicJoin, g.ID, m.ID}
-		if _, ok := s.timers.at[key]; !ok {
-			s.timers.set(key, s.now+int64(m.RebalanceTimeoutMs))
+		if !s.timers.Has(key) {
+			s.timers.Set(key, s.now+int64(m.RebalanceTimeoutMs))
 		}
 	}
 	return rejoin
@@ -462,8 +462,8 @@ func (s *Shard) classicSyncConsumer(g *Group, w Waiter, req *kmsg.SyncGroupReque
 		s.reply(w, syncError(err))
 		return
 	}
-	s.timers.cancel(timerKey{timerClassicSync, g.ID, m.ID})
-	s.timers.set(timerKey{timerConsumerSession, g.ID, m.ID}, s.now+int64(m.Classic.SessionTimeoutMs))
+	s.timers.Cancel(timerKey{timerClassicSync, g.ID, m.ID})
+	s.timers.Set(timerKey{timerConsumerSession, g.ID, m.ID}, s.now+int64(m.Classic.SessionTimeoutMs))
 	r := kmsg.NewPtrSyncGroupResponse()
 	r.ProtocolType, r.Protocol = req.ProtocolType, req.Protocol
 	r.MemberAssignment = s.classicAssignment(m.Assigned, m.Classic.Protocols[0].Metadata)
@@ -479,7 +479,7 @@ func (s *Shard) classicHeartbeatConsumer(g *Group, req *kmsg.HeartbeatRequest) *
 	if req.Generation != m.MemberEpoch {
 		return kerr.IllegalGeneration
 	}
-	s.timers.set(timerKey{timerConsumerSession, g.ID, m.ID}, s.now+int64(m.Classic.SessionTimeoutMs))
+	s.timers.Set(timerKey{timerConsumerSession, g.ID, m.ID}, s.now+int64(m.Classic.SessionTimeoutMs))
 	if s.classicRebalancing(g, m, true) {
 		return kerr.RebalanceInProgress
 	}

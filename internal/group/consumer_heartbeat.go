@@ -181,10 +181,10 @@ func (s *Shard) consumerGroupFor(id, memberID string, join bool, recs *[]Record)
 		// An empty classic group (or one only holding offsets) is replaced, offsets kept.
 		*recs = append(*recs, Record{Key: groupKey(id)})
 		for pid := range g.pending {
-			s.timers.cancel(timerKey{timerPending, id, pid})
+			s.timers.Cancel(timerKey{timerPending, id, pid})
 		}
-		s.timers.cancel(timerKey{kind: timerJoin, group: id})
-		s.timers.cancel(timerKey{kind: timerSync, group: id})
+		s.timers.Cancel(timerKey{kind: timerJoin, group: id})
+		s.timers.Cancel(timerKey{kind: timerSync, group: id})
 		newConsumerGroupFor(g, s.now)
 		return g, nil
 	}
@@ -353,7 +353,7 @@ func (s *Shard) consumerRegularHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 
 	// 3. The member's next step toward its target.
 	final := s.reconcileMember(g, nm, owned, subChanged, recs)
-	s.timers.set(timerKey{timerConsumerSession, g.ID, final.ID}, s.now+int64(s.cfg.ConsumerSessionTimeoutMs))
+	s.timers.Set(timerKey{timerConsumerSession, g.ID, final.ID}, s.now+int64(s.cfg.ConsumerSessionTimeoutMs))
 
 	resp := s.hbResponse(nil)
 	resp.MemberID = &final.ID
@@ -415,9 +415,9 @@ func (s *Shard) reconcileMember(g *Group, m *ConsumerMember, owned Assignment, e
 	if !n.usesClassic() {
 		if n.State == MemberUnrevokedPartitions {
 			n.revokeEpoch = n.MemberEpoch
-			s.timers.set(key, s.now+int64(n.RebalanceTimeoutMs))
+			s.timers.Set(key, s.now+int64(n.RebalanceTimeoutMs))
 		} else {
-			s.timers.cancel(key)
+			s.timers.Cancel(key)
 		}
 	}
 	cg.put(m, n)
@@ -520,7 +520,7 @@ func (s *Shard) consumerLeave(req *kmsg.ConsumerGroupHeartbeatRequest, recs *[]R
 		n.PreviousMemberEpoch = m.MemberEpoch
 		n.MemberEpoch = staticLeaveEpoch
 		n.PendingRevocation = Assignment{}
-		s.timers.cancel(timerKey{timerConsumerRebalance, g.ID, m.ID})
+		s.timers.Cancel(timerKey{timerConsumerRebalance, g.ID, m.ID})
 		*recs = append(*recs, cgCurrentRecord(g.ID, n))
 		cg.put(m, n)
 		resp.MemberEpoch = staticLeaveEpoch
@@ -555,7 +555,7 @@ func (s *Shard) fenceMember(g *Group, m *ConsumerMember) []Record {
 
 func (s *Shard) cancelConsumerTimers(g *Group, memberID string) {
 	for _, k := range []timerKind{timerConsumerSession, timerConsumerRebalance, timerClassicJoin, timerClassicSync} {
-		s.timers.cancel(timerKey{k, g.ID, memberID})
+		s.timers.Cancel(timerKey{k, g.ID, memberID})
 	}
 }
 

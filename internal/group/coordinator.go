@@ -1,7 +1,6 @@
 package group
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -27,42 +26,32 @@ import (
 // group whose partition has no shard here is answered NOT_COORDINATOR, so its clients find
 // the coordinator again.
 //
-// Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
-// guards its core, its timer and its pending appends. The two are never held together, and no
-// lock is held while a reply is delivered or while waiting for one. In particular a shard's
-// appends are made under its mu (so its log holds the core's writes in the order the core
-// made them), but their replication is awaited without it, by the shard's committer
-// goroutine; the outcomes are reported to the core (Written) under mu, in append order. So
-// one group's slow commit does not stall the shard's other groups, and a write's effects the
-// core applies in its Written callback (a commit's offsets, a generation's assignment) and
-// the replies made there wait until the ISR has the write, as Kafka's coordinator applies a
-// commit to its cache only once the append succeeded. Replies that depend on no write are
-// delivered at once, but for consumer group heartbeats (KIP-848), whose answer may carry what
-// the shard's earlier writes did: they are held until those are decided (callHeld).
+// Lock rule: the runtime's lock (coordinator.Runtime) guards the partition count, the shard
+// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The
+// two are never held together, and no lock is held while a reply is delivered or while waiting
+// for one. In particular a shard's appends are made under its mu (so its log holds the core's
+// writes in the order the core made them), but their replication is awaited without it, by the
+// shard's committer goroutine; the outcomes are reported to the core (Written) under mu, in
+// append order. So one group's slow commit does not stall the shard's other groups, and a
+// write's effects the core applies in its Written callback (a commit's offsets, a generation's
+// assignment) and the replies made there wait until the ISR has the write, as Kafka's
+// coordinator applies a commit to its cache only once the append succeeded. Replies that
+// depend on no write are delivered at once, but for consumer group heartbeats (KIP-848), whose
+// answer may carry what the shard's earlier writes did: they are held until those are decided
+// (callHeld).
 //
-// Invariant: without Options.Manual, mu.partitions is set only together with electing every
-// partition open locally, so a known count means the single node's shards exist.
+// Invariant: without Options.Manual, the runtime learns the partition count only together
+// with electing every partition open locally, so a known count means the single node's
+// shards exist.
 type Coordinator struct {
 	cfg      Config
 	replicas *replica.Manager
 	log      *slog.Logger
 	now      func() time.Time
-	ensure   func(create bool) (int32, error)
 	topics   func() Topics
-	manual   bool
-
-	ctx    context.Context // cancelled by Close: stops loading
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the loading goroutines
-
-	createMu sync.Mutex // serialises creating __consumer_offsets
-	mu       struct {
-		sync.Mutex
-		partitions int32            // __consumer_offsets' partition count; 0 until known
-		shards     map[int32]*shard // the partitions this broker leads, loading or loaded
-		epochs     map[int32]int32  // per partition, the newest leader epoch Elect or Resign saw
-		closed     bool
-	}
+	// rt holds __consumer_offsets' partition count, the shards of the partitions this
+	// broker leads, the epochs of Elect and Resign, and the loading goroutines.
+	rt *coordinator.Runtime[*shard]
 }
 
 // Options wire a Coordinator into its broker.
@@ -109,17 +98,14 @@ func ConfigFrom(b *config.Broker) Config {
 // shard is one __consumer_offsets partition's coordinator, for one term of leadership: a
 // new Elect makes a new shard, and an unloaded shard is never used again.
 type shard struct {
-	index  int32
-	epoch  int32 // the leader epoch it was elected in; its appends carry it
-	part   *replica.Partition
-	ctx    context.Context // cancelled when the shard is unloaded: stops its loading
-	cancel context.CancelFunc
+	// term is the partition, the leader epoch it was elected in (its appends carry it) and
+	// the context cancelled when the shard is unloaded (stops its loading and waits).
+	term   *coordinator.Term
 	failed atomic.Bool // loading failed: the partition's groups are unavailable
 	mu     struct {
 		sync.Mutex
-		core  *Shard // nil while loading and once unloaded
-		timer *time.Timer
-		armed int64 // deadline the timer is set for; 0: none
+		core  *Shard            // nil while loading and once unloaded
+		timer coordinator.Timer // fires c.tick(sh); armed for the core's next deadline
 		// gone is set when the shard is unloaded: what later requests get
 		// (NOT_COORDINATOR after Resign, COORDINATOR_NOT_AVAILABLE after Close).
 		gone *kerr.Error
@@ -167,7 +153,7 @@ type heldReply struct {
 
 // NewCoordinator creates a coordinator; Start loads existing groups.
 func NewCoordinator(o Options) *Coordinator {
-	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic, topics: o.Topics, manual: o.Manual}
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, topics: o.Topics}
 	c.cfg.consumerDefaults()
 	if c.cfg.CommitTimeoutMs <= 0 {
 		c.cfg.CommitTimeoutMs = DefaultCommitTimeoutMs
@@ -175,121 +161,44 @@ func NewCoordinator(o Options) *Coordinator {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.mu.shards = map[int32]*shard{}
-	c.mu.epochs = map[int32]int32{}
+	c.rt = coordinator.New(coordinator.Config[*shard]{
+		Topic: TopicName, Name: "group coordinator", Keys: "groups",
+		Replicas: o.Replicas, Log: o.Log, Now: c.now, Manual: o.Manual,
+		EnsureTopic: o.EnsureTopic, PartitionFor: PartitionFor,
+		NewShard: c.newShard,
+		Load:     c.load,
+		Unload:   c.unload,
+	})
 	return c
 }
+
+// newShard makes the shard of a new term (the runtime's Config.NewShard).
+func (c *Coordinator) newShard(t *coordinator.Term) *shard {
+	sh := &shard{term: t}
+	sh.mu.timer.Init(func() { c.tick(sh) })
+	return sh
+}
+
+// Term is the shard's term of leadership (coordinator.Shard).
+func (sh *shard) Term() *coordinator.Term { return sh.term }
 
 // Start starts the coordinator. Without Options.Manual it elects every partition of an
 // existing __consumer_offsets that is open locally and loads their groups in the
 // background; until a partition is loaded, its groups' requests answer
 // COORDINATOR_LOAD_IN_PROGRESS. A partition that is not open here is not coordinated here.
 // With Options.Manual it does nothing: partitions are coordinated from their Elect on.
-func (c *Coordinator) Start() error {
-	if c.manual {
-		return nil
-	}
-	n, err := c.ensure(false)
-	if err != nil || n <= 0 {
-		return err
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return err
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loadAll(shards)
-	}()
-	return nil
-}
-
-var errClosed = errors.New("group coordinator: closed")
+func (c *Coordinator) Start() error { return c.rt.Start() }
 
 // Close answers every parked request with NOT_COORDINATOR and stops the timers and any
 // loading. Call it before closing the listeners, whose connections wait for those requests.
-func (c *Coordinator) Close() {
-	c.cancel()
-	c.mu.Lock()
-	c.mu.closed = true
-	shards := c.mu.shards
-	c.mu.shards = map[int32]*shard{}
-	c.mu.Unlock()
-	for _, sh := range shards {
-		c.unload(sh, kerr.CoordinatorNotAvailable)
-	}
-	c.wg.Wait()
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
 func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
 
 // shardFor returns the shard coordinating group: NOT_COORDINATOR if its partition is not led
 // here, COORDINATOR_NOT_AVAILABLE if __consumer_offsets cannot be created or the coordinator
 // is closed.
-func (c *Coordinator) shardFor(group string) (*shard, *kerr.Error) {
-	n, err := c.partitionCount()
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	sh, closed := c.mu.shards[PartitionFor(group, n)], c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return nil, kerr.CoordinatorNotAvailable
-	case sh == nil:
-		return nil, kerr.NotCoordinator
-	}
-	return sh, nil
-}
-
-// partitionCount returns __consumer_offsets' partition count, creating the topic on first
-// use.
-func (c *Coordinator) partitionCount() (int32, *kerr.Error) {
-	c.mu.Lock()
-	n, closed := c.mu.partitions, c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return 0, kerr.CoordinatorNotAvailable
-	case n > 0:
-		return n, nil
-	}
-	n, err := c.create()
-	if err != nil {
-		c.log.Error("creating the group coordinator's topic failed", "topic", TopicName, "err", err)
-		return 0, kerr.CoordinatorNotAvailable
-	}
-	return n, nil
-}
-
-// create makes __consumer_offsets (or finds it made), learns its partition count and,
-// without Options.Manual, elects and loads its local partitions.
-func (c *Coordinator) create() (int32, error) {
-	c.createMu.Lock()
-	defer c.createMu.Unlock()
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	n, err := c.ensure(true)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("group coordinator: %s has no partitions", TopicName)
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return 0, err
-	}
-	c.loadAll(shards) // a new topic is empty, unless it was created through the admin API
-	return n, nil
-}
+func (c *Coordinator) shardFor(group string) (*shard, *kerr.Error) { return c.rt.Shard(group) }
 
 // step runs one input of the core under the shard's lock: the core's writes are appended to
 // the partition, those already decided are reported back, and the replies are delivered
@@ -361,7 +270,7 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 		pa := sh.mu.pending[0]
 		sh.mu.pending = sh.mu.pending[1:]
 		if pa.err != nil {
-			c.log.Warn("group coordinator append failed", "partition", sh.index, "err", pa.err)
+			c.log.Warn("group coordinator append failed", "partition", sh.term.Index, "err", pa.err)
 		}
 		next := sh.mu.core.Written(now, pa.id, pa.err)
 		out.Replies = append(out.Replies, next.Replies...)
@@ -400,7 +309,7 @@ func (c *Coordinator) commit(sh *shard) {
 		}
 		head := sh.mu.pending[0] // its wait and backstop are only written when it is queued
 		sh.mu.Unlock()
-		err := appendError(awaitCommit(sh.ctx, head.wait, time.Until(head.backstop)))
+		err := appendError(coordinator.AwaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
 		sh.mu.Lock()
 		if sh.mu.gone != nil {
 			sh.mu.committing = false
@@ -418,11 +327,12 @@ func (c *Coordinator) commit(sh *shard) {
 	}
 }
 
-// append writes records to the shard's partition as one batch, as its leader with acks=all,
-// and returns the partition's wait for the ISR to have them (nil if they are committed
-// already) or the failure, translated into the Kafka errors the core maps. The committer
-// awaits the wait (awaitCommit), so an offset commit or a group's new state is answered only
-// once it survives the loss of this broker, as Kafka's coordinator appends with acks=-1.
+// append writes records to the shard's partition as one batch (coordinator.Append: as its
+// leader in the shard's epoch, with acks=all; with txn transactional for that producer), and
+// returns the partition's wait for the ISR to have them or the failure, translated into the
+// Kafka errors the core maps. The committer awaits the wait (coordinator.AwaitCommit), so an
+// offset commit or a group's new state is answered only once it survives the loss of this
+// broker, as Kafka's coordinator appends with acks=-1.
 //
 // The wait is bounded: by offsets.commit.timeout.ms (Config.CommitTimeoutMs; REQUEST_TIMED_OUT
 // after it, from the partition's purgatory or, should its deadline not fire, from the
@@ -430,63 +340,9 @@ func (c *Coordinator) commit(sh *shard) {
 // waiting appends at once: NOT_LEADER_OR_FOLLOWER), and by the shard being unloaded: Resign
 // and Close cancel the shard's context, which ends the wait at once, and Unload answers the
 // writes' requests NOT_COORDINATOR.
-//
-// With txn the batch is transactional for that producer, with BaseSequence -1 as Kafka's
-// coordinator writes it: the partition checks the producer's epoch (a fenced producer is
-// INVALID_PRODUCER_EPOCH) but no sequence.
 func (c *Coordinator) append(sh *shard, recs []Record, txn *Producer, now int64) (<-chan error, error) {
-	brs := make([]batch.Record, len(recs))
-	for i, r := range recs {
-		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
-	}
-	h := batch.Header{
-		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}
-	if txn != nil {
-		h.ProducerID, h.ProducerEpoch = txn.ID, txn.Epoch
-		h.Attributes |= batch.AttrTransactional
-	}
-	raw, err := batch.Build(h, brs, batch.CodecNone)
-	if err != nil {
-		return nil, err
-	}
-	if s := sh.part.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
-		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
-	}
-	hdr, err := batch.ParseHeader(raw)
-	if err != nil {
-		return nil, err
-	}
-	timeoutMs := c.cfg.CommitTimeoutMs
-	// In the shard's epoch: once the partition has moved on to a newer term, the partition
-	// refuses the append (ErrFencedLeaderEpoch) even if the broker's Resign has not reached
-	// this shard yet, so a stale coordinator never writes.
-	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, timeoutMs)
-	if err != nil {
-		return nil, appendError(err)
-	}
-	return res.Wait, nil
-}
-
-// awaitCommit waits for an acks=all append's outcome (nil once the ISR has it), at most
-// backstop, or until ctx (the shard's) ends. An outcome already there wins.
-func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
-	select {
-	case err := <-wait:
-		return err
-	default:
-	}
-	t := time.NewTimer(backstop)
-	defer t.Stop()
-	select {
-	case err := <-wait:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the coordinator resigned while its append waited for the ISR", replica.ErrNotLeaderOrFollower)
-	case <-t.C:
-		return fmt.Errorf("%w: no answer from the partition within %v", replica.ErrRequestTimedOut, backstop)
-	}
+	wait, err := coordinator.Append(sh.term, recs, txn, now, c.cfg.CommitTimeoutMs)
+	return wait, appendError(err)
 }
 
 // appendError names an append failure with the Kafka error the core maps (groupWriteError,
@@ -527,26 +383,7 @@ func appendError(err error) error {
 }
 
 // armLocked points the shard's timer at the core's next deadline.
-func (c *Coordinator) armLocked(sh *shard) {
-	next, ok := sh.mu.core.NextDeadline()
-	if !ok {
-		if sh.mu.timer != nil {
-			sh.mu.timer.Stop()
-		}
-		sh.mu.armed = 0
-		return
-	}
-	if next == sh.mu.armed {
-		return
-	}
-	sh.mu.armed = next
-	d := time.Until(time.UnixMilli(next))
-	if sh.mu.timer == nil {
-		sh.mu.timer = time.AfterFunc(d, func() { c.tick(sh) })
-	} else {
-		sh.mu.timer.Reset(d)
-	}
-}
+func (c *Coordinator) armLocked(sh *shard) { sh.mu.timer.Arm(sh.mu.core.NextDeadline()) }
 
 // tick feeds the clock to the core: session timeouts, rebalance timeouts, offset expiry.
 func (c *Coordinator) tick(sh *shard) {
@@ -558,7 +395,7 @@ func (c *Coordinator) tick(sh *shard) {
 	now := c.nowMs()
 	c.viewLocked(sh)
 	r := c.persistLocked(sh, sh.mu.core.Tick(now), now)
-	sh.mu.armed = 0
+	sh.mu.timer.Fired()
 	c.armLocked(sh)
 	sh.mu.Unlock()
 	c.deliver(r)
@@ -630,18 +467,7 @@ func (c *Coordinator) FindCoordinator(group string) *kerr.Error {
 
 // PartitionFor is the __consumer_offsets partition coordinating group, or -1 while the topic
 // does not exist (FindCoordinator creates it).
-func (c *Coordinator) PartitionFor(group string) int32 {
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n <= 0 {
-		var err error
-		if n, err = c.ensure(false); err != nil || n <= 0 {
-			return -1
-		}
-	}
-	return PartitionFor(group, n)
-}
+func (c *Coordinator) PartitionFor(group string) int32 { return c.rt.PartitionFor(group) }
 
 // JoinGroup parks until the group's join phase ends (or ctx is done).
 func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest, client Client) *kmsg.JoinGroupResponse {
@@ -715,10 +541,8 @@ func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req *kmsg.TxnOffsetC
 // coordinator replays the marker); one still loading applies it once loaded (see
 // shard.mu.markers).
 func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
-	c.mu.Lock()
-	sh := c.mu.shards[partition]
-	c.mu.Unlock()
-	if sh == nil {
+	sh, ok := c.rt.ShardAt(partition)
+	if !ok {
 		return
 	}
 	sh.mu.Lock()
@@ -776,17 +600,10 @@ func (c *Coordinator) DescribeGroup(id string) kmsg.DescribeGroupsResponseGroup 
 // COORDINATOR_LOAD_IN_PROGRESS if some partition is still loading (the list then holds
 // the loaded ones, as Kafka answers). A partition resigned meanwhile is left out.
 func (c *Coordinator) ListGroups(states, types []string) ([]kmsg.ListGroupsResponseGroup, *kerr.Error) {
-	c.mu.Lock()
-	closed := c.mu.closed
-	shards := make([]*shard, 0, len(c.mu.shards))
-	for _, sh := range c.mu.shards {
-		shards = append(shards, sh)
+	shards, err := c.rt.Shards()
+	if err != nil {
+		return nil, err
 	}
-	c.mu.Unlock()
-	if closed {
-		return nil, kerr.CoordinatorNotAvailable
-	}
-	slices.SortFunc(shards, func(a, b *shard) int { return cmp.Compare(a.index, b.index) })
 	var out []kmsg.ListGroupsResponseGroup
 	var firstErr *kerr.Error
 	for _, sh := range shards {

@@ -112,7 +112,7 @@ func TestCoordinatorPersistsAndReloads(t *testing.T) {
 	defer nd.close()
 	c = nd.coordinator(cfg)
 	defer c.Close()
-	shards, err := c.attach(3) // attached, not loaded yet
+	shards, err := c.rt.Attach(3) // attached, not loaded yet
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestCoordinatorPersistsAndReloads(t *testing.T) {
 	hb.Group, hb.MemberID, hb.Generation = "g", r.MemberID, 1
 	wantCode(t, "heartbeat while loading", c.Heartbeat(ctx, hb).ErrorCode, nil)
 	wantCode(t, "join while loading", c.JoinGroup(ctx, joinReq("g", ""), Client{}).ErrorCode, kerr.CoordinatorLoadInProgress)
-	c.loadAll(shards)
+	c.rt.LoadAll(shards)
 	f := fetch()
 	if f.ErrorCode != 0 || len(f.Topics) != 1 || f.Topics[0].Partitions[0].Offset != 42 || f.Topics[0].Partitions[0].LeaderEpoch != 3 {
 		t.Fatalf("fetch after reload: %+v", f)

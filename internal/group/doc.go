@@ -25,7 +25,9 @@
 //     a channel until the core replies. It coordinates only the partitions this broker leads:
 //     the broker reports leadership with Elect and Resign (leadership.go), and a group of any
 //     other partition is answered NOT_COORDINATOR. A single node (Options.Manual unset)
-//     elects every local partition.
+//     elects every local partition. The partition map, the leader epochs that order Elect
+//     and Resign, topic creation, the log replay loop, the append and the shard's timer are
+//     internal/coordinator's, shared with the transaction coordinator.
 //
 // # Group protocols
 //

@@ -147,7 +147,7 @@ func (s *Shard) joinUnknownMember(g *Group, a joinArgs) {
 		// KIP-394: hand out the id and wait for the member to come back with it, so a
 		// client that never sees this answer leaves no member behind.
 		g.pending[newID] = struct{}{}
-		s.timers.set(timerKey{timerPending, g.ID, newID}, s.now+int64(a.sessionMs))
+		s.timers.Set(timerKey{timerPending, g.ID, newID}, s.now+int64(a.sessionMs))
 		s.reply(a.w, joinError(newID, kerr.MemberIDRequired))
 	default:
 		s.addMemberAndRebalance(g, newID, a)
@@ -166,7 +166,7 @@ func (s *Shard) joinKnownMember(g *Group, a joinArgs) {
 	if _, ok := g.pending[a.memberID]; ok {
 		// The second JoinGroup of KIP-394: the member joins now. (Pending ids are only
 		// handed to dynamic members; a static one presenting it is simply added.)
-		s.timers.cancel(timerKey{timerPending, g.ID, a.memberID})
+		s.timers.Cancel(timerKey{timerPending, g.ID, a.memberID})
 		s.addMemberAndRebalance(g, a.memberID, a)
 		return
 	}

@@ -112,9 +112,8 @@ func recvJoin(t *testing.T, done <-chan *kmsg.JoinGroupResponse) *kmsg.JoinGroup
 }
 
 func (c *Coordinator) shardOf(p int32) *shard {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.shards[p]
+	sh, _ := c.rt.ShardAt(p)
+	return sh
 }
 
 // A manual coordinator coordinates nothing until elected: requests are NOT_COORDINATOR
@@ -167,7 +166,7 @@ func TestCoordinatorResignAnswersParkedAndLater(t *testing.T) {
 	r := recvJoin(t, done)
 	wantCode(t, "parked join after resign", r.ErrorCode, kerr.NotCoordinator)
 	sh.mu.Lock()
-	stopped := sh.mu.core == nil && sh.mu.timer != nil && !sh.mu.timer.Stop() // Stop reports false: already stopped
+	stopped := sh.mu.core == nil && !sh.mu.timer.Stop() // Stop reports false: already stopped
 	sh.mu.Unlock()
 	if !stopped {
 		t.Fatal("the resigned shard's timer is still running (or its core kept)")

@@ -66,7 +66,7 @@ func (s *Shard) leaveMember(g *Group, lm kmsg.LeaveGroupRequestMember) *kerr.Err
 	}
 	if _, ok := g.pending[lm.MemberID]; ok {
 		delete(g.pending, lm.MemberID)
-		s.timers.cancel(timerKey{timerPending, g.ID, lm.MemberID})
+		s.timers.Cancel(timerKey{timerPending, g.ID, lm.MemberID})
 		s.maybeCompleteJoin(g)
 		return nil
 	}

@@ -25,7 +25,7 @@ func (s *Shard) prepareRebalance(g *Group) {
 	if g.state == CompletingRebalance {
 		s.resetAndPropagateAssignmentError(g, kerr.RebalanceInProgress)
 	}
-	s.timers.cancel(timerKey{kind: timerSync, group: g.ID})
+	s.timers.Cancel(timerKey{kind: timerSync, group: g.ID})
 	clear(g.pendingSync)
 	key := timerKey{kind: timerJoin, group: g.ID}
 	if g.state == Empty {
@@ -33,10 +33,10 @@ func (s *Shard) prepareRebalance(g *Group) {
 		g.initialDelay = true
 		g.initialDelayMs = delay
 		g.initialRemaining = max(g.rebalanceTimeoutMs()-delay, 0)
-		s.timers.set(key, s.now+delay)
+		s.timers.Set(key, s.now+delay)
 	} else {
 		g.initialDelay = false
-		s.timers.set(key, s.now+g.rebalanceTimeoutMs())
+		s.timers.Set(key, s.now+g.rebalanceTimeoutMs())
 	}
 	g.transition(PreparingRebalance, s.now)
 	s.maybeCompleteJoin(g)
@@ -46,7 +46,7 @@ func (s *Shard) prepareRebalance(g *Group) {
 // the initial delay, which always runs its course).
 func (s *Shard) maybeCompleteJoin(g *Group) {
 	if g.state == PreparingRebalance && !g.initialDelay && g.allJoined() {
-		s.timers.cancel(timerKey{kind: timerJoin, group: g.ID})
+		s.timers.Cancel(timerKey{kind: timerJoin, group: g.ID})
 		s.completeJoin(g)
 	}
 }
@@ -62,7 +62,7 @@ func (s *Shard) onJoinDeadline(g *Group) {
 			delay := min(s.cfg.InitialRebalanceDelayMs, g.initialRemaining)
 			remaining := max(g.initialRemaining-g.initialDelayMs, 0)
 			g.initialDelayMs, g.initialRemaining = delay, remaining
-			s.timers.set(timerKey{kind: timerJoin, group: g.ID}, s.now+delay)
+			s.timers.Set(timerKey{kind: timerJoin, group: g.ID}, s.now+delay)
 			return
 		}
 		g.initialDelay = false
@@ -87,7 +87,7 @@ func (s *Shard) completeJoin(g *Group) {
 	if !g.maybeElectNewJoinedLeader() && len(g.members) > 0 {
 		// Only static members that have not rejoined are left: wait another rebalance
 		// timeout; their session timeouts remove them if they are gone.
-		s.timers.set(timerKey{kind: timerJoin, group: g.ID}, s.now+g.rebalanceTimeoutMs())
+		s.timers.Set(timerKey{kind: timerJoin, group: g.ID}, s.now+g.rebalanceTimeoutMs())
 		return
 	}
 	s.initNextGeneration(g)
@@ -111,7 +111,7 @@ func (s *Shard) completeJoin(g *Group) {
 		g.pendingSync[m.ID] = struct{}{}
 	}
 	g.syncGeneration = g.generation
-	s.timers.set(timerKey{kind: timerSync, group: g.ID}, s.now+g.rebalanceTimeoutMs())
+	s.timers.Set(timerKey{kind: timerSync, group: g.ID}, s.now+g.rebalanceTimeoutMs())
 }
 
 func (s *Shard) initNextGeneration(g *Group) {

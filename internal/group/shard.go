@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregor-project/gregor/internal/coordinator"
 )
 
 // Config is what a shard acts on (Kafka's group.* and offsets.* broker configs).
@@ -60,9 +62,7 @@ type Reply struct {
 }
 
 // Record is a __consumer_offsets record; a nil Value is a tombstone.
-type Record struct {
-	Key, Value []byte
-}
+type Record = coordinator.Record
 
 // Write is a set of records to append, in order, as one batch; its outcome must be
 // reported with Written(ID, err), and the outcomes of all Writes in the order they were
@@ -79,10 +79,7 @@ type Write struct {
 }
 
 // Producer is the transactional producer a Write is made for.
-type Producer struct {
-	ID    int64
-	Epoch int16
-}
+type Producer = coordinator.Producer
 
 // Ready is the output of one step: append each Write in order (reporting each with Written,
 // whose Ready is handled the same way) and deliver the Replies, which do not wait for the
@@ -229,13 +226,13 @@ func (s *Shard) Written(now int64, id uint64, err error) Ready {
 
 // NextDeadline is the earliest time Tick has something to do; ok false if nothing is
 // scheduled. It may be early (Tick then does nothing and the deadline moves on).
-func (s *Shard) NextDeadline() (int64, bool) { return s.timers.next() }
+func (s *Shard) NextDeadline() (int64, bool) { return s.timers.Next() }
 
 // Tick fires every deadline due at now.
 func (s *Shard) Tick(now int64) Ready {
 	s.begin(now)
 	for {
-		k, ok := s.timers.popDue(now)
+		k, ok := s.timers.PopDue(now)
 		if !ok {
 			break
 		}
@@ -247,7 +244,7 @@ func (s *Shard) Tick(now int64) Ready {
 func (s *Shard) fire(k timerKey) {
 	if k.kind == timerExpiry {
 		s.expireOffsets()
-		s.timers.set(timerKey{kind: timerExpiry}, s.now+s.cfg.OffsetsRetentionCheckMs)
+		s.timers.Set(timerKey{kind: timerExpiry}, s.now+s.cfg.OffsetsRetentionCheckMs)
 		return
 	}
 	g := s.groups[k.group]
@@ -307,11 +304,11 @@ func (s *Shard) answerParked(g *Group, m *Member, err *kerr.Error) {
 // scheduleHeartbeat restarts a member's session timeout (Kafka's
 // completeAndScheduleNextHeartbeatExpiration).
 func (s *Shard) scheduleHeartbeat(g *Group, m *Member, timeoutMs int64) {
-	s.timers.set(timerKey{timerHeartbeat, g.ID, m.ID}, s.now+timeoutMs)
+	s.timers.Set(timerKey{timerHeartbeat, g.ID, m.ID}, s.now+timeoutMs)
 }
 
 func (s *Shard) cancelHeartbeat(g *Group, memberID string) {
-	s.timers.cancel(timerKey{timerHeartbeat, g.ID, memberID})
+	s.timers.Cancel(timerKey{timerHeartbeat, g.ID, memberID})
 }
 
 // groupWriteError maps an append failure of group metadata as Kafka's storeGroup does.
@@ -365,6 +362,6 @@ func (s *Shard) LoadComplete(now int64) Ready {
 			s.scheduleHeartbeat(g, m, int64(m.SessionTimeoutMs))
 		}
 	}
-	s.timers.set(timerKey{kind: timerExpiry}, now+s.cfg.OffsetsRetentionCheckMs)
+	s.timers.Set(timerKey{kind: timerExpiry}, now+s.cfg.OffsetsRetentionCheckMs)
 	return s.end()
 }

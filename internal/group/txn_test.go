@@ -424,9 +424,10 @@ func TestCompleteTxnWhileLoading(t *testing.T) {
 
 	// A new term whose shard is made but not loaded yet, as Elect leaves it until its
 	// loading goroutine has replayed the partition.
-	c.mu.Lock()
-	sh, _ := c.electLocked(0, 3)
-	c.mu.Unlock()
+	sh, ok := c.rt.Install(0, 3)
+	if !ok {
+		t.Fatal("the election of epoch 3 was ignored")
+	}
 	p := nd.replicas.Get(TopicName, 0)
 	if _, err := p.WriteTxnMarker(replica.TxnMarker{ProducerID: 8, Commit: true}, time.Now().UnixMilli(), 5000); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package txn
 
 import (
-	"cmp"
 	"context"
 	"regexp"
 	"slices"
@@ -227,18 +226,11 @@ func (c *Coordinator) ListTransactions(req *kmsg.ListTransactionsRequest) *kmsg.
 		}
 		f.Pattern = re
 	}
-	c.mu.Lock()
-	closed := c.mu.closed
-	shards := make([]*shard, 0, len(c.mu.shards))
-	for _, sh := range c.mu.shards {
-		shards = append(shards, sh)
-	}
-	c.mu.Unlock()
-	if closed {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	shards, cerr := c.rt.Shards()
+	if cerr != nil {
+		resp.ErrorCode = cerr.Code
 		return resp
 	}
-	slices.SortFunc(shards, func(a, b *shard) int { return cmp.Compare(a.index, b.index) })
 	var states []kmsg.ListTransactionsResponseTransactionState
 	for _, sh := range shards {
 		err := c.step(sh, func(s *Shard, now int64) Ready {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -23,39 +23,28 @@ import (
 // carry). Leadership arrives with Elect and leaves with Resign (leadership.go); a
 // transactional id whose partition has no shard here is answered NOT_COORDINATOR.
 //
-// Lock rule: mu guards the partition count, the shard map and the epochs; each shard's mu
-// guards its core, its timer and its pending appends. The two are never held together, and
-// no lock is held while a reply is delivered, while waiting for one, while a producer id is
-// fetched or while markers are sent. A shard's appends are made under its mu (so its log
-// holds the core's writes in the order the core made them) and their replication is awaited
-// without it by the shard's committer goroutine, which reports the outcomes to the core in
-// append order; so an InitProducerId, AddPartitionsToTxn or EndTxn is answered only once its
-// record is on the ISR, as Kafka's coordinator appends with acks=-1. Markers are sent by one
-// goroutine per attempt, which reports to the core under mu.
+// Lock rule: the runtime's lock (coordinator.Runtime) guards the partition count, the shard
+// map and the epochs; each shard's mu guards its core, its timer and its pending appends. The
+// two are never held together, and no lock is held while a reply is delivered, while waiting
+// for one, while a producer id is fetched or while markers are sent. A shard's appends are
+// made under its mu (so its log holds the core's writes in the order the core made them) and
+// their replication is awaited without it by the shard's committer goroutine, which reports
+// the outcomes to the core in append order; so an InitProducerId, AddPartitionsToTxn or EndTxn
+// is answered only once its record is on the ISR, as Kafka's coordinator appends with acks=-1.
+// Markers are sent by one goroutine per attempt, which reports to the core under mu.
 type Coordinator struct {
 	cfg       Config
 	replicas  *replica.Manager
 	log       *slog.Logger
 	now       func() time.Time
-	ensure    func(create bool) (int32, error)
 	pids      func(ctx context.Context) (int64, error)
 	markers   MarkerSender
 	groupPart func(groupID string) (int32, error)
 	exists    func(topic string, partition int32) bool
-	manual    bool
-
-	ctx    context.Context // cancelled by Close: stops loading and marker sends
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // loading and marker goroutines; Add under a shard's mu while it is not gone, or under mu
-
-	createMu sync.Mutex // serialises creating __transaction_state
-	mu       struct {
-		sync.Mutex
-		partitions int32            // __transaction_state's partition count; 0 until known
-		shards     map[int32]*shard // the partitions this broker leads, loading or loaded
-		epochs     map[int32]int32  // per partition, the newest leader epoch Elect or Resign saw
-		closed     bool
-	}
+	// rt holds __transaction_state's partition count, the shards of the partitions this
+	// broker leads, the epochs of Elect and Resign, and the loading and marker goroutines
+	// (Close cancels them and waits).
+	rt *coordinator.Runtime[*shard]
 }
 
 // Options wire a Coordinator into its broker.
@@ -85,17 +74,14 @@ type Options struct {
 // shard is one __transaction_state partition's coordinator for one term of leadership: a
 // new Elect makes a new shard, and an unloaded shard is never used again.
 type shard struct {
-	index  int32
-	epoch  int32 // the leader epoch it was elected in: its appends and markers carry it
-	part   *replica.Partition
-	ctx    context.Context // cancelled when the shard is unloaded
-	cancel context.CancelFunc
+	// term is the partition, the leader epoch it was elected in (its appends and markers
+	// carry it) and the context cancelled when the shard is unloaded.
+	term   *coordinator.Term
 	failed atomic.Bool // loading failed: the partition's ids are unavailable
 	mu     struct {
 		sync.Mutex
-		core  *Shard // nil while loading and once unloaded
-		timer *time.Timer
-		armed int64 // the deadline the timer is set for; 0: none
+		core  *Shard            // nil while loading and once unloaded
+		timer coordinator.Timer // fires c.tick(sh); armed for the core's next deadline
 		// gone is set when the shard is unloaded: what later requests get.
 		gone *kerr.Error
 		// pending are the appends not yet reported to the core, in append order; only the
@@ -116,8 +102,8 @@ type pendingAppend struct {
 
 // NewCoordinator creates a coordinator; Start loads existing transactional ids.
 func NewCoordinator(o Options) *Coordinator {
-	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now, ensure: o.EnsureTopic,
-		pids: o.ProducerIDs, markers: o.Markers, groupPart: o.GroupPartition, exists: o.PartitionExists, manual: o.Manual}
+	c := &Coordinator{cfg: o.Config, replicas: o.Replicas, log: o.Log, now: o.Now,
+		pids: o.ProducerIDs, markers: o.Markers, groupPart: o.GroupPartition, exists: o.PartitionExists}
 	c.cfg.defaults()
 	if c.now == nil {
 		c.now = time.Now
@@ -125,119 +111,42 @@ func NewCoordinator(o Options) *Coordinator {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.mu.shards = map[int32]*shard{}
-	c.mu.epochs = map[int32]int32{}
+	c.rt = coordinator.New(coordinator.Config[*shard]{
+		Topic: TopicName, Name: "transaction coordinator", Keys: "transactional_ids",
+		Replicas: o.Replicas, Log: c.log, Now: c.now, Manual: o.Manual,
+		EnsureTopic: o.EnsureTopic, PartitionFor: PartitionFor,
+		NewShard: c.newShard,
+		Load:     c.load,
+		Unload:   c.unload,
+	})
 	return c
 }
+
+// newShard makes the shard of a new term (the runtime's Config.NewShard).
+func (c *Coordinator) newShard(t *coordinator.Term) *shard {
+	sh := &shard{term: t}
+	sh.mu.timer.Init(func() { c.tick(sh) })
+	return sh
+}
+
+// Term is the shard's term of leadership (coordinator.Shard).
+func (sh *shard) Term() *coordinator.Term { return sh.term }
 
 // Start starts the coordinator. Without Options.Manual it elects every partition of an
 // existing __transaction_state open locally and loads them in the background (their ids
 // answer COORDINATOR_LOAD_IN_PROGRESS meanwhile). With Options.Manual it does nothing.
-func (c *Coordinator) Start() error {
-	if c.manual {
-		return nil
-	}
-	n, err := c.ensure(false)
-	if err != nil || n <= 0 {
-		return err
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return err
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loadAll(shards)
-	}()
-	return nil
-}
-
-var errClosed = errors.New("txn coordinator: closed")
+func (c *Coordinator) Start() error { return c.rt.Start() }
 
 // Close unloads every shard (waiting requests are answered COORDINATOR_NOT_AVAILABLE), stops
 // the timers, loading and marker sends, and waits for their goroutines.
-func (c *Coordinator) Close() {
-	c.cancel()
-	c.mu.Lock()
-	c.mu.closed = true
-	shards := c.mu.shards
-	c.mu.shards = map[int32]*shard{}
-	c.mu.Unlock()
-	for _, sh := range shards {
-		c.unload(sh, kerr.CoordinatorNotAvailable)
-	}
-	c.wg.Wait()
-}
+func (c *Coordinator) Close() { c.rt.Close() }
 
 func (c *Coordinator) nowMs() int64 { return c.now().UnixMilli() }
 
 // shardFor returns the shard coordinating transactional id: NOT_COORDINATOR if its partition
 // is not led here, COORDINATOR_NOT_AVAILABLE if __transaction_state cannot be created or the
 // coordinator is closed.
-func (c *Coordinator) shardFor(id string) (*shard, *kerr.Error) {
-	n, err := c.partitionCount()
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	sh, closed := c.mu.shards[PartitionFor(id, n)], c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return nil, kerr.CoordinatorNotAvailable
-	case sh == nil:
-		return nil, kerr.NotCoordinator
-	}
-	return sh, nil
-}
-
-// partitionCount returns __transaction_state's partition count, creating the topic on first
-// use.
-func (c *Coordinator) partitionCount() (int32, *kerr.Error) {
-	c.mu.Lock()
-	n, closed := c.mu.partitions, c.mu.closed
-	c.mu.Unlock()
-	switch {
-	case closed:
-		return 0, kerr.CoordinatorNotAvailable
-	case n > 0:
-		return n, nil
-	}
-	n, err := c.create()
-	if err != nil {
-		c.log.Error("creating the transaction coordinator's topic failed", "topic", TopicName, "err", err)
-		return 0, kerr.CoordinatorNotAvailable
-	}
-	return n, nil
-}
-
-// create makes __transaction_state (or finds it made), learns its partition count and,
-// without Options.Manual, elects and loads its local partitions.
-func (c *Coordinator) create() (int32, error) {
-	c.createMu.Lock()
-	defer c.createMu.Unlock()
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	n, err := c.ensure(true)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("txn coordinator: %s has no partitions", TopicName)
-	}
-	shards, err := c.attach(n)
-	if err != nil {
-		return 0, err
-	}
-	c.loadAll(shards)
-	return n, nil
-}
+func (c *Coordinator) shardFor(id string) (*shard, *kerr.Error) { return c.rt.Shard(id) }
 
 // FindCoordinator reports whether this broker coordinates transactional id (creating
 // __transaction_state on first use): nil if it leads the id's partition (which may still be
@@ -249,18 +158,7 @@ func (c *Coordinator) FindCoordinator(id string) *kerr.Error {
 
 // PartitionFor is the __transaction_state partition coordinating id, or -1 while the topic
 // does not exist.
-func (c *Coordinator) PartitionFor(id string) int32 {
-	c.mu.Lock()
-	n := c.mu.partitions
-	c.mu.Unlock()
-	if n <= 0 {
-		var err error
-		if n, err = c.ensure(false); err != nil || n <= 0 {
-			return -1
-		}
-	}
-	return PartitionFor(id, n)
-}
+func (c *Coordinator) PartitionFor(id string) int32 { return c.rt.PartitionFor(id) }
 
 // step runs one input of the core under the shard's lock: the core's writes are appended,
 // its marker attempts started, and its replies delivered after the lock is released.
@@ -313,7 +211,7 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 		pa := sh.mu.pending[0]
 		sh.mu.pending = sh.mu.pending[1:]
 		if pa.err != nil {
-			c.log.Warn("transaction coordinator append failed", "partition", sh.index, "err", pa.err)
+			c.log.Warn("transaction coordinator append failed", "partition", sh.term.Index, "err", pa.err)
 		}
 		next := sh.mu.core.Written(now, pa.id, pa.err)
 		out.Replies = append(out.Replies, next.Replies...)
@@ -346,7 +244,7 @@ func (c *Coordinator) commit(sh *shard) {
 		}
 		head := sh.mu.pending[0]
 		sh.mu.Unlock()
-		err := appendError(awaitCommit(sh.ctx, head.wait, time.Until(head.backstop)))
+		err := appendError(coordinator.AwaitCommit(sh.term.Ctx, head.wait, time.Until(head.backstop)))
 		sh.mu.Lock()
 		if sh.mu.gone != nil {
 			sh.mu.committing = false
@@ -365,9 +263,7 @@ func (c *Coordinator) commit(sh *shard) {
 
 // sendLocked starts one marker attempt; its outcome is reported to the core under the lock.
 func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
-	c.wg.Add(1) // under sh.mu while the shard is not gone: before Close waits
-	go func() {
-		defer c.wg.Done()
+	c.rt.Go(func() { // under sh.mu while the shard is not gone: before Close waits
 		var failed map[TopicPartition]error
 		if c.markers == nil {
 			failed = map[TopicPartition]error{}
@@ -375,7 +271,7 @@ func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
 				failed[p] = errors.New("txn coordinator: no marker sender")
 			}
 		} else {
-			failed = c.markers.WriteMarkers(sh.ctx, job.Markers)
+			failed = c.markers.WriteMarkers(sh.term.Ctx, job.Markers)
 		}
 		sh.mu.Lock()
 		if sh.mu.gone != nil || sh.mu.core == nil {
@@ -387,58 +283,18 @@ func (c *Coordinator) sendLocked(sh *shard, job MarkerJob) {
 		c.armLocked(sh)
 		sh.mu.Unlock()
 		c.deliver(r)
-	}()
+	})
 }
 
-// append writes records to the shard's partition as one batch, as its leader in the shard's
-// epoch with acks=all, and returns the wait for the ISR to have them, or the failure named
-// with the Kafka error the core maps. The wait is bounded by Config.CommitTimeoutMs (the
-// partition's purgatory, and the committer's backstop a second later), by a change of
-// leadership (the partition fails its waiting appends), and by the shard's unloading.
+// append writes records to the shard's partition as one batch (coordinator.Append: as its
+// leader in the shard's epoch, with acks=all), and returns the wait for the ISR to have them,
+// or the failure named with the Kafka error the core maps. The wait is bounded by
+// Config.CommitTimeoutMs (the partition's purgatory, and the committer's backstop a second
+// later), by a change of leadership (the partition fails its waiting appends), and by the
+// shard's unloading.
 func (c *Coordinator) append(sh *shard, recs []Record, now int64) (<-chan error, error) {
-	brs := make([]batch.Record, len(recs))
-	for i, r := range recs {
-		brs[i] = batch.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
-	}
-	h := batch.Header{
-		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
-	}
-	raw, err := batch.Build(h, brs, batch.CodecNone)
-	if err != nil {
-		return nil, err
-	}
-	if s := sh.part.Settings(); int64(len(raw)) > int64(s.MaxMessageBytes) {
-		return nil, fmt.Errorf("%w: %d-byte batch, max.message.bytes %d", kerr.MessageTooLarge, len(raw), s.MaxMessageBytes)
-	}
-	hdr, err := batch.ParseHeader(raw)
-	if err != nil {
-		return nil, err
-	}
-	res, err := sh.part.AppendWait(raw, []batch.Header{hdr}, now, sh.epoch, true, c.cfg.CommitTimeoutMs)
-	if err != nil {
-		return nil, appendError(err)
-	}
-	return res.Wait, nil
-}
-
-// awaitCommit waits for an acks=all append's outcome, at most backstop, or until ctx ends.
-func awaitCommit(ctx context.Context, wait <-chan error, backstop time.Duration) error {
-	select {
-	case err := <-wait:
-		return err
-	default:
-	}
-	t := time.NewTimer(backstop)
-	defer t.Stop()
-	select {
-	case err := <-wait:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("%w: the coordinator resigned while its append waited for the ISR", replica.ErrNotLeaderOrFollower)
-	case <-t.C:
-		return fmt.Errorf("%w: no answer from the partition within %v", replica.ErrRequestTimedOut, backstop)
-	}
+	wait, err := coordinator.Append(sh.term, recs, nil, now, c.cfg.CommitTimeoutMs)
+	return wait, appendError(err)
 }
 
 // appendError names an append failure with the Kafka error the core maps (writeError): a
@@ -469,26 +325,7 @@ func appendError(err error) error {
 }
 
 // armLocked points the shard's timer at the core's next deadline.
-func (c *Coordinator) armLocked(sh *shard) {
-	next, ok := sh.mu.core.NextDeadline()
-	if !ok {
-		if sh.mu.timer != nil {
-			sh.mu.timer.Stop()
-		}
-		sh.mu.armed = 0
-		return
-	}
-	if next == sh.mu.armed {
-		return
-	}
-	sh.mu.armed = next
-	d := time.Until(time.UnixMilli(next))
-	if sh.mu.timer == nil {
-		sh.mu.timer = time.AfterFunc(d, func() { c.tick(sh) })
-	} else {
-		sh.mu.timer.Reset(d)
-	}
-}
+func (c *Coordinator) armLocked(sh *shard) { sh.mu.timer.Arm(sh.mu.core.NextDeadline()) }
 
 // tick feeds the clock to the core: timed-out transactions, expired ids, marker retries.
 func (c *Coordinator) tick(sh *shard) {
@@ -499,7 +336,7 @@ func (c *Coordinator) tick(sh *shard) {
 	}
 	now := c.nowMs()
 	r := c.persistLocked(sh, sh.mu.core.Tick(now), now)
-	sh.mu.armed = 0
+	sh.mu.timer.Fired()
 	c.armLocked(sh)
 	sh.mu.Unlock()
 	c.deliver(r)

@@ -453,11 +453,12 @@ func TestCoordinatorLoading(t *testing.T) {
 	defer nd.close()
 	c := nd.coordinator(testConfig(), &recordingSender{}, true)
 	defer c.Close()
-	c.mu.Lock()
-	c.mu.partitions = 1
-	c.mu.shards[0] = &shard{index: 0, part: nd.replicas.Get(TopicName, 0)} // elected, not yet loaded
-	c.mu.shards[0].ctx, c.mu.shards[0].cancel = context.WithCancel(context.Background())
-	c.mu.Unlock()
+	if _, err := c.rt.Attach(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.rt.Install(0, 0); !ok { // elected, not yet loaded
+		t.Fatal("the election was ignored")
+	}
 	ctx := context.Background()
 	if r := c.InitProducerID(ctx, initReq("a", 1000, 4)); r.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("InitProducerId while loading: %v", kerr.ErrorForCode(r.ErrorCode))

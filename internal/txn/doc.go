@@ -29,7 +29,9 @@
 //     goroutine per marker attempt through Options.Markers, and fresh producer ids from
 //     Options.ProducerIDs fetched outside any lock. The broker reports leadership with Elect
 //     and Resign; a single node (Options.Manual unset) elects every local partition. The
-//     coordinator epoch of the markers is the shard's leader epoch.
+//     coordinator epoch of the markers is the shard's leader epoch. The partition map and
+//     its epochs, topic creation, the replay loop, the append and the shard's timer are
+//     internal/coordinator's, shared with the group coordinator.
 //
 // # State machine
 //

@@ -1,8 +1,6 @@
 package txn
 
 import (
-	"context"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -20,129 +18,28 @@ import (
 //     NOT_COORDINATOR, its timer stops, its marker attempts are cancelled, and later requests
 //     are answered NOT_COORDINATOR.
 //
-// Epochs order the reports as for groups (group/leadership.go): an Elect is ignored unless
-// its epoch is newer than every epoch seen for the partition, a Resign older than the
-// shard's is ignored, and an Elect in a newer epoch replaces a loaded shard. Fencing does
-// not rest on the reports arriving in time: a shard appends in the epoch it was elected in,
-// and the partition refuses an append in any other.
-
-// singleNodeEpoch is the leader epoch of every partition on a single node.
-const singleNodeEpoch = 0
+// Epochs order the reports, and fencing does not rest on their arriving in time (a shard
+// appends in the epoch it was elected in, and the partition refuses an append in any
+// other): see the epoch rules of coordinator.Runtime (internal/coordinator's package doc),
+// which keeps the partition map and the epochs for this coordinator.
 
 // Elect makes this broker the coordinator of __transaction_state partition partition from
 // leaderEpoch on, and starts loading it. The partition must be open in Replicas as the
 // leader. Idempotent for the same or an older epoch.
-func (c *Coordinator) Elect(partition, leaderEpoch int32) {
-	c.mu.Lock()
-	sh, old := c.electLocked(partition, leaderEpoch)
-	if sh != nil {
-		c.wg.Add(1)
-	}
-	c.mu.Unlock()
-	if old != nil {
-		c.unload(old, kerr.NotCoordinator)
-	}
-	if sh == nil {
-		return
-	}
-	go func() {
-		defer c.wg.Done()
-		start := c.now()
-		ids, records := c.load(sh)
-		c.log.Info("transaction coordinator elected", "partition", partition, "leader_epoch", leaderEpoch, "transactional_ids", ids, "records", records, "duration", c.now().Sub(start))
-	}()
-}
+func (c *Coordinator) Elect(partition, leaderEpoch int32) { c.rt.Elect(partition, leaderEpoch) }
 
 // Resign ends this broker's coordination of __transaction_state partition partition:
 // leaderEpoch is the epoch in which another broker leads it, or -1 when the partition is
 // gone.
-func (c *Coordinator) Resign(partition, leaderEpoch int32) {
-	c.mu.Lock()
-	sh := c.mu.shards[partition]
-	switch {
-	case leaderEpoch < 0:
-		delete(c.mu.epochs, partition)
-	case sh != nil && leaderEpoch < sh.epoch:
-		c.mu.Unlock()
-		c.log.Info("transaction coordinator ignored a stale resignation", "partition", partition, "leader_epoch", leaderEpoch, "current_epoch", sh.epoch)
-		return
-	default:
-		if last, ok := c.mu.epochs[partition]; !ok || leaderEpoch > last {
-			c.mu.epochs[partition] = leaderEpoch
-		}
-	}
-	delete(c.mu.shards, partition)
-	c.mu.Unlock()
-	if sh != nil {
-		c.unload(sh, kerr.NotCoordinator)
-		c.log.Info("transaction coordinator resigned", "partition", partition, "leader_epoch", leaderEpoch)
-	}
-}
+func (c *Coordinator) Resign(partition, leaderEpoch int32) { c.rt.Resign(partition, leaderEpoch) }
 
-// electLocked registers a new shard for partition in leaderEpoch; it returns the shard to
-// load (nil if the election is ignored or the partition is not open here) and the shard it
-// replaces, which the caller unloads.
-func (c *Coordinator) electLocked(partition, leaderEpoch int32) (sh, old *shard) {
-	if c.mu.closed {
-		return nil, nil
-	}
-	if last, ok := c.mu.epochs[partition]; ok && leaderEpoch <= last {
-		return nil, nil
-	}
-	c.mu.epochs[partition] = leaderEpoch
-	old = c.mu.shards[partition]
-	delete(c.mu.shards, partition)
-	p := c.replicas.Get(TopicName, partition)
-	if p == nil {
-		c.log.Error("transaction coordinator elected for a partition that is not open", "topic", TopicName, "partition", partition, "leader_epoch", leaderEpoch)
-		return nil, old
-	}
-	sh = &shard{index: partition, epoch: leaderEpoch, part: p}
-	sh.ctx, sh.cancel = context.WithCancel(c.ctx)
-	c.mu.shards[partition] = sh
-	return sh, old
-}
-
-// attach records that __transaction_state has n partitions and, without Options.Manual,
-// elects every one open locally; it returns the new shards, not yet loaded.
-func (c *Coordinator) attach(n int32) ([]*shard, error) {
-	c.mu.Lock()
-	if c.mu.closed {
-		c.mu.Unlock()
-		return nil, errClosed
-	}
-	c.mu.partitions = n
-	var shards, olds []*shard
-	for i := range n {
-		if c.manual {
-			break
-		}
-		sh, old := c.electLocked(i, singleNodeEpoch)
-		if old != nil {
-			olds = append(olds, old)
-		}
-		if sh != nil {
-			shards = append(shards, sh)
-		}
-	}
-	c.mu.Unlock()
-	for _, old := range olds {
-		c.unload(old, kerr.NotCoordinator)
-	}
-	return shards, nil
-}
-
-// unload retires sh: loading and marker attempts stop, its timer stops, requests waiting for
-// its appends are answered why, later requests get why, and its committer has ended on
-// return.
+// unload retires sh once the runtime has cancelled its term (so its loading and marker
+// attempts stop): its timer stops, requests waiting for its appends are answered why, later
+// requests get why, and its committer has ended on return.
 func (c *Coordinator) unload(sh *shard, why *kerr.Error) {
-	sh.cancel()
 	sh.mu.Lock()
 	sh.mu.gone = why
-	if sh.mu.timer != nil {
-		sh.mu.timer.Stop()
-	}
-	sh.mu.armed = 0
+	sh.mu.timer.Stop()
 	var r Ready
 	if sh.mu.core != nil {
 		r = sh.mu.core.Unload(c.nowMs())

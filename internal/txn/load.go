@@ -3,53 +3,32 @@ package txn
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/coordinator"
 	"github.com/gregor-project/gregor/internal/replica"
 )
 
 // Loading: a coordinator elected for a partition rebuilds its transactional ids by replaying
-// every record of its __transaction_state partition up to the log end offset into a new
-// Shard, then publishes it (LoadComplete, which resumes the markers of transactions in
-// PrepareCommit and PrepareAbort). Like Kafka, it reads past the high watermark: a leader
-// never truncates its own log, so what it holds becomes committed in its term.
+// every record of its __transaction_state partition up to the log end offset
+// (coordinator.Replay, which reads past the high watermark) into a new Shard, then publishes
+// it (LoadComplete, which resumes the markers of transactions in PrepareCommit and
+// PrepareAbort).
 
-const loadReadBytes = 1 << 20
-
-func (c *Coordinator) loadAll(shards []*shard) {
-	start := time.Now()
-	ids, records := 0, 0
-	for _, sh := range shards {
-		if c.ctx.Err() != nil {
-			return
-		}
-		if sh.ctx.Err() != nil {
-			continue
-		}
-		n, r := c.load(sh)
-		ids += n
-		records += r
-	}
-	if records > 0 {
-		c.log.Info("transaction coordinator loaded", "topic", TopicName, "partitions", len(shards), "transactional_ids", ids, "records", records, "duration", time.Since(start))
-	}
-}
-
-// load replays one partition and publishes its shard; it returns the ids and records.
+// load replays one partition and publishes its shard (the runtime's Config.Load); it
+// returns the ids and records.
 func (c *Coordinator) load(sh *shard) (ids, records int) {
-	core := NewShard(c.cfg, sh.epoch)
-	records, skipped, err := replay(sh.ctx, sh.part, core)
+	core := NewShard(c.cfg, sh.term.Epoch)
+	records, skipped, err := replay(sh.term.Ctx, sh.term.Partition, core)
 	if err != nil {
-		if sh.ctx.Err() == nil {
+		if sh.term.Ctx.Err() == nil {
 			sh.failed.Store(true)
-			c.log.Error("transaction coordinator could not load its partition; its transactional ids are unavailable", "partition", sh.index, "err", err)
+			c.log.Error("transaction coordinator could not load its partition; its transactional ids are unavailable", "partition", sh.term.Index, "err", err)
 		}
 		return 0, 0
 	}
 	if skipped > 0 {
-		c.log.Warn("transaction coordinator skipped records it does not understand", "partition", sh.index, "skipped", skipped)
+		c.log.Warn("transaction coordinator skipped records it does not understand", "partition", sh.term.Index, "skipped", skipped)
 	}
 	sh.mu.Lock()
 	if sh.mu.gone != nil {
@@ -67,69 +46,30 @@ func (c *Coordinator) load(sh *shard) (ids, records int) {
 }
 
 // replay feeds every record of p below its log end offset (as it stood when replay began)
-// to core; skipped counts records Replay refused.
+// to core; skipped counts records Replay refused. Control batches (none are written to
+// this topic) are passed over.
 func replay(ctx context.Context, p *replica.Partition, core *Shard) (records, skipped int, err error) {
-	l := p.Log()
-	end := l.LogEndOffset()
-	off := l.LogStartOffset()
-	var buf []byte
-	for off < end {
-		if err := ctx.Err(); err != nil {
-			return records, skipped, err
+	err = coordinator.Replay(ctx, p, func(h batch.Header, raw []byte, from int64) error {
+		if h.IsControl() {
+			return nil
 		}
-		sl, err := l.Read(off, loadReadBytes, end, true)
+		recs, err := batch.Records(raw)
 		if err != nil {
-			return records, skipped, err
+			return err
 		}
-		if sl.Size == 0 {
-			sl.Release()
-			break
-		}
-		if cap(buf) < int(sl.Size) {
-			buf = make([]byte, sl.Size)
-		}
-		b := buf[:sl.Size]
-		_, err = sl.File.ReadAt(b, sl.Pos)
-		sl.Release()
-		if err != nil {
-			return records, skipped, err
-		}
-		for len(b) > 0 {
-			h, err := batch.ParseHeader(b)
-			if err != nil {
-				return records, skipped, err
-			}
-			if h.Size() > len(b) {
-				return records, skipped, fmt.Errorf("%w: batch at offset %d runs past the read", batch.ErrCorrupt, h.BaseOffset)
-			}
-			one := b[:h.Size()]
-			b = b[h.Size():]
-			if _, err := batch.CheckCRC(one); err != nil {
-				return records, skipped, err
-			}
-			next := h.LastOffset() + 1
-			if h.IsControl() || next <= off {
-				off = max(off, next)
+		for _, r := range recs {
+			if h.BaseOffset+int64(r.OffsetDelta) < from {
 				continue
 			}
-			recs, err := batch.Records(one)
-			if err != nil {
-				return records, skipped, err
-			}
-			for _, r := range recs {
-				if h.BaseOffset+int64(r.OffsetDelta) < off {
-					continue
+			records++
+			if err := core.Replay(r.Key, r.Value); err != nil {
+				if !errors.Is(err, ErrUnknownRecord) && !errors.Is(err, ErrCorruptRecord) {
+					return err
 				}
-				records++
-				if err := core.Replay(r.Key, r.Value); err != nil {
-					if !errors.Is(err, ErrUnknownRecord) && !errors.Is(err, ErrCorruptRecord) {
-						return records, skipped, err
-					}
-					skipped++
-				}
+				skipped++
 			}
-			off = next
 		}
-	}
-	return records, skipped, nil
+		return nil
+	})
+	return records, skipped, err
 }

@@ -98,7 +98,7 @@ func (s *Shard) MarkersWritten(now int64, id uint64, failed map[TopicPartition]e
 		if t.markers.attempts == 1 || t.markers.attempts%10 == 0 {
 			s.warn(fmt.Errorf("txn: %q: %d markers not written after %d attempts, retrying: %w", t.ID, len(t.Partitions), t.markers.attempts, first))
 		}
-		s.timers.set(timerKey{timerMarkers, t.ID}, now+t.markers.backoffMs)
+		s.timers.Set(timerKey{timerMarkers, t.ID}, now+t.markers.backoffMs)
 		t.markers.backoffMs = min(2*t.markers.backoffMs, markerBackoffMaxMs)
 	}
 	return s.end()
@@ -125,7 +125,7 @@ func (s *Shard) complete(t *Txn) {
 			s.warn(fmt.Errorf("txn: %q: the %s record was not written, the partition is lost: %w", t.ID, target, err))
 		default:
 			s.warn(fmt.Errorf("txn: %q: the %s record was not written, retrying: %w", t.ID, target, err))
-			s.timers.set(timerKey{timerComplete, t.ID}, s.now+markerBackoffMinMs)
+			s.timers.Set(timerKey{timerComplete, t.ID}, s.now+markerBackoffMinMs)
 		}
 	})
 }

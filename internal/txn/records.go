@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/coordinator"
 )
 
 // Records of __transaction_state, in Kafka's own format (its TransactionLogKey and
@@ -31,9 +33,7 @@ import (
 const TransactionVersion int16 = 2
 
 // Record is a __transaction_state record; a nil Value is a tombstone.
-type Record struct {
-	Key, Value []byte
-}
+type Record = coordinator.Record
 
 // ErrUnknownRecord is returned by Replay for a record of a key version this coordinator does
 // not know.

@@ -210,23 +210,23 @@ func writeError(err error) *kerr.Error {
 
 // NextDeadline is the earliest time Tick has something to do; ok false if nothing is
 // scheduled. It may be early (Tick then does nothing).
-func (s *Shard) NextDeadline() (int64, bool) { return s.timers.next() }
+func (s *Shard) NextDeadline() (int64, bool) { return s.timers.Next() }
 
 // Tick fires every deadline due at now.
 func (s *Shard) Tick(now int64) Ready {
 	s.begin(now)
 	for {
-		k, ok := s.timers.popDue(now)
+		k, ok := s.timers.PopDue(now)
 		if !ok {
 			break
 		}
 		switch k.kind {
 		case timerAbortScan:
 			s.abortTimedOut()
-			s.timers.set(timerKey{kind: timerAbortScan}, now+s.cfg.AbortTimedOutIntervalMs)
+			s.timers.Set(timerKey{kind: timerAbortScan}, now+s.cfg.AbortTimedOutIntervalMs)
 		case timerExpiryScan:
 			s.expireIDs()
-			s.timers.set(timerKey{kind: timerExpiryScan}, now+s.cfg.RemoveExpiredIntervalMs)
+			s.timers.Set(timerKey{kind: timerExpiryScan}, now+s.cfg.RemoveExpiredIntervalMs)
 		case timerMarkers:
 			if t := s.txns[k.id]; t != nil && t.markers != nil && t.markers.job == 0 && !t.markers.stopped {
 				s.sendMarkers(t)
@@ -264,8 +264,8 @@ func (s *Shard) Replay(key, value []byte) error {
 // Ongoing transactions are left to their timeout.
 func (s *Shard) LoadComplete(now int64) Ready {
 	s.begin(now)
-	s.timers.set(timerKey{kind: timerAbortScan}, now+s.cfg.AbortTimedOutIntervalMs)
-	s.timers.set(timerKey{kind: timerExpiryScan}, now+s.cfg.RemoveExpiredIntervalMs)
+	s.timers.Set(timerKey{kind: timerAbortScan}, now+s.cfg.AbortTimedOutIntervalMs)
+	s.timers.Set(timerKey{kind: timerExpiryScan}, now+s.cfg.RemoveExpiredIntervalMs)
 	for _, t := range s.sortedTxns() {
 		if t.State == PrepareCommit || t.State == PrepareAbort {
 			s.startMarkers(t)
