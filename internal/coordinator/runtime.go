@@ -175,6 +175,32 @@ func (r *Runtime[S]) Shard(key string) (S, *kerr.Error) {
 	return sh, nil
 }
 
+// Lookup is Shard without creating the topic: a request that only reads (Kafka's
+// DescribeTransactions, a leader's verification) on a cluster whose topic does not exist yet
+// is answered NOT_COORDINATOR, as a broker that owns no partition of it answers.
+func (r *Runtime[S]) Lookup(key string) (S, *kerr.Error) {
+	var zero S
+	r.mu.Lock()
+	n, closed := r.mu.partitions, r.mu.closed
+	r.mu.Unlock()
+	if closed {
+		return zero, kerr.CoordinatorNotAvailable
+	}
+	if n <= 0 {
+		var err error
+		if n, err = r.cfg.EnsureTopic(false); err != nil || n <= 0 {
+			return zero, kerr.NotCoordinator
+		}
+	}
+	r.mu.Lock()
+	sh, ok := r.mu.shards[r.cfg.PartitionFor(key, n)]
+	r.mu.Unlock()
+	if !ok {
+		return zero, kerr.NotCoordinator
+	}
+	return sh, nil
+}
+
 // ShardAt returns the shard of partition, if this broker leads it.
 func (r *Runtime[S]) ShardAt(partition int32) (S, bool) {
 	r.mu.Lock()

@@ -402,7 +402,7 @@ func (c *Coordinator) call(ctx context.Context, id string, in func(s *Shard, now
 
 // read runs f on id's shard under its lock, for requests that only read.
 func (c *Coordinator) read(id string, f func(s *Shard, now int64)) *kerr.Error {
-	sh, err := c.shardFor(id)
+	sh, err := c.rt.Lookup(id) // reading never creates __transaction_state
 	if err != nil {
 		return err
 	}
