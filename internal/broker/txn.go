@@ -148,7 +148,9 @@ func (p *peers) Close() {
 // markerSender writes a transaction's markers to its partitions' leaders
 // (txn.MarkerSender): one WriteTxnMarkers to each leader, the local one answered by this
 // broker's handler without a connection, the others sent on the inter-broker listener. A
-// partition of a topic that no longer exists counts as written.
+// partition of a topic that no longer exists counts as written, and so does one its leader
+// answers UNSUPPORTED_VERSION or UNSUPPORTED_FOR_MESSAGE_FORMAT (it can never write it; Kafka
+// drops it too, logging it).
 type markerSender struct {
 	b     *Broker
 	peers *peers
@@ -242,7 +244,13 @@ func (s markerSender) WriteMarkers(ctx context.Context, m txn.Markers) map[txn.T
 				for _, sp := range st.Partitions {
 					tp := txn.TopicPartition{Topic: st.Topic, Partition: sp.Partition}
 					answered[tp] = true
-					if err := kerr.ErrorForCode(sp.ErrorCode); err != nil {
+					switch err := kerr.ErrorForCode(sp.ErrorCode); {
+					case errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.UnsupportedForMessageFormat):
+						// This leader can never write it: dropped from the markers, as
+						// Kafka's marker channel does, rather than retried for ever.
+						s.b.log.Error("a transaction marker cannot be written: the partition is left out of the transaction's markers",
+							"topic", tp.Topic, "partition", tp.Partition, "producer_id", m.ProducerID, "transactional_id", m.TransactionalID, "err", err)
+					case err != nil:
 						failed[tp] = err
 					}
 				}

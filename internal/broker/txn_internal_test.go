@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -9,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/state"
@@ -159,4 +163,96 @@ func fullListener(t *testing.T) string {
 		}
 		t.Cleanup(func() { c.Close() })
 	}
+}
+
+// A leader that answers a marker UNSUPPORTED_VERSION or UNSUPPORTED_FOR_MESSAGE_FORMAT can
+// never write it: as Kafka's marker channel does, the partition is dropped from the
+// transaction's markers (and logged) instead of being retried for as long as this broker
+// coordinates the transaction, which held it in PrepareCommit for ever.
+func TestMarkerSenderDropsUnsupported(t *testing.T) {
+	for _, code := range []int16{kerr.UnsupportedVersion.Code, kerr.UnsupportedForMessageFormat.Code} {
+		addr := markerLeader(t, code)
+		_, port, _ := net.SplitHostPort(addr)
+		pn, _ := strconv.Atoi(port)
+		cfg := config.Default()
+		b := &Broker{cfg: cfg, log: slog.New(slog.DiscardHandler), meta: metadata.NewPublisher()}
+		if err := b.meta.Apply(1, []state.Record{
+			&state.RegisterBrokerRecord{NodeID: 2, BrokerEpoch: 1, Endpoints: []state.Endpoint{{Name: cfg.InterBrokerListenerName, Host: "127.0.0.1", Port: int32(pn)}}},
+			&state.TopicRecord{Name: "out", TopicID: state.UUID{1}},
+			&state.PartitionRecord{TopicID: state.UUID{1}, Partition: 0, Replicas: []int32{2}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 1},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		p := newPeers(b)
+		s := markerSender{b: b, peers: p, timeout: 10 * time.Second}
+		tp := txn.TopicPartition{Topic: "out", Partition: 0}
+		failed := s.WriteMarkers(context.Background(), txn.Markers{ProducerID: 1, Commit: true, Partitions: []txn.TopicPartition{tp}})
+		p.Close()
+		if len(failed) != 0 {
+			t.Errorf("error %d: the partition is to be retried (%v), want it dropped", code, failed)
+		}
+	}
+}
+
+// markerLeader serves WriteTxnMarkers (flexible versions) on loopback, answering every
+// partition with code.
+func markerLeader(t *testing.T, code int16) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for {
+					var size [4]byte
+					if _, err := io.ReadFull(c, size[:]); err != nil {
+						return
+					}
+					buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+					if _, err := io.ReadFull(c, buf); err != nil {
+						return
+					}
+					version, corr := int16(binary.BigEndian.Uint16(buf[2:])), binary.BigEndian.Uint32(buf[4:])
+					n := int(int16(binary.BigEndian.Uint16(buf[8:]))) // client id
+					body := buf[10+max(n, 0)+1:]                      // and an empty tag section
+					req := kmsg.NewPtrWriteTxnMarkersRequest()
+					req.SetVersion(version)
+					if err := req.ReadFrom(body); err != nil {
+						return
+					}
+					resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+					for _, m := range req.Markers {
+						rm := kmsg.NewWriteTxnMarkersResponseMarker()
+						rm.ProducerID = m.ProducerID
+						for _, rt := range m.Topics {
+							st := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+							st.Topic = rt.Topic
+							for _, part := range rt.Partitions {
+								sp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+								sp.Partition, sp.ErrorCode = part, code
+								st.Partitions = append(st.Partitions, sp)
+							}
+							rm.Topics = append(rm.Topics, st)
+						}
+						resp.Markers = append(resp.Markers, rm)
+					}
+					out := binary.BigEndian.AppendUint32(nil, corr)
+					out = append(out, 0) // the flexible response header's tags
+					out = resp.AppendTo(out)
+					if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(out))), out...)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
