@@ -57,7 +57,7 @@ func (h *Handler) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkers
 	for mi, rm := range req.Markers {
 		sm := kmsg.NewWriteTxnMarkersResponseMarker()
 		sm.ProducerID = rm.ProducerID
-		m := replica.TxnMarker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch}
+		m := replica.TxnMarker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, Commit: rm.Committed, CoordinatorEpoch: rm.CoordinatorEpoch, TransactionVersion: rm.TransactionVersion}
 		for ti, rt := range rm.Topics {
 			st := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
 			st.Topic = rt.Topic

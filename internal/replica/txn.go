@@ -45,6 +45,9 @@ type TxnMarker struct {
 	ProducerEpoch    int16
 	Commit           bool  // COMMIT (true) or ABORT (false)
 	CoordinatorEpoch int32 // the writing coordinator's epoch; an older one than the last seen for the producer is fenced
+	// TransactionVersion is the ended transaction's (WriteTxnMarkers v2): 2 for KIP-890
+	// part 2, whose marker carries the epoch the coordinator bumped at EndTxn.
+	TransactionVersion int8
 }
 
 // buildMarker encodes m as a control batch at offset 0 (the append assigns it).
@@ -153,7 +156,18 @@ func (p *Partition) WriteTxnMarker(m TxnMarker, nowMs, timeoutMs int64) (AppendR
 	if err := p.mu.producers.CheckMarker(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch); err != nil {
 		return AppendResult{}, fmt.Errorf("%w: marker of producer %d epoch %d, coordinator epoch %d, on %s-%d", err, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, p.Topic, p.Index)
 	}
-	return p.appendLocked(raw, []batch.Header{h}, nowMs, v, ls, s, true, timeoutMs)
+	// A transaction of version 2 ends with its marker in the bumped epoch, the epoch the
+	// producer's next transaction runs in: a guard taken for that next transaction (its first
+	// produce may race the marker; the coordinator adds the partition once the marker is
+	// written) stays. Any other guard goes with the marker: a late write of the ended
+	// transaction can never start one.
+	g, kept := p.mu.producers.guards[m.ProducerID]
+	kept = kept && m.TransactionVersion >= 2 && g.epoch >= m.ProducerEpoch
+	res, err := p.appendLocked(raw, []batch.Header{h}, nowMs, v, ls, s, true, timeoutMs)
+	if err == nil && kept {
+		p.mu.producers.guards[m.ProducerID] = g
+	}
+	return res, err
 }
 
 // LastStableOffset: the smallest first offset of an ongoing transaction, or the high

@@ -366,3 +366,51 @@ func TestTxnVerificationGuard(t *testing.T) {
 		t.Fatalf("without verification: %v", err)
 	}
 }
+
+// KIP-890 part 2: a transaction of version 2 ends with its marker in the epoch the
+// coordinator bumped at EndTxn, the epoch of the producer's next transaction, whose first
+// produce may be verified while the marker is still on its way. Its guard survives the
+// marker; a late write of the ended transaction (the old epoch) still cannot start one, and
+// a version 1 marker (the same epoch as its transaction) clears every guard.
+func TestTxnVersion2MarkerKeepsNextTransactionsGuard(t *testing.T) {
+	m := roleManager(t, t.TempDir(), 1, nil)
+	defer m.Close()
+	s := roleSettings(1)
+	s.TxnVerification = true
+	p, err := m.Open("t", 0, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := p.StartVerification(7, 0)
+	if _, err := appendRaw(p, txnBatch(t, 7, 0, 0, "a"), g); err != nil {
+		t.Fatal(err)
+	}
+	// The next transaction's produce (epoch 1) is verified before the marker lands.
+	next, needed := p.StartVerification(7, 1)
+	if !needed {
+		t.Fatal("no verification for the next transaction")
+	}
+	mustMarker(t, p, TxnMarker{ProducerID: 7, ProducerEpoch: 1, Commit: true, TransactionVersion: 2})
+	if _, err := appendRaw(p, txnBatch(t, 7, 1, 0, "b"), next); err != nil {
+		t.Fatalf("the next transaction's first write, verified before the version 2 marker: %v", err)
+	}
+	mustMarker(t, p, TxnMarker{ProducerID: 7, ProducerEpoch: 2, Commit: true, TransactionVersion: 2})
+
+	// A late write of the transaction just ended (epoch 1, verified before its marker at 2).
+	late, _ := p.StartVerification(7, 1)
+	mustMarker(t, p, TxnMarker{ProducerID: 7, ProducerEpoch: 2, Commit: false, TransactionVersion: 2})
+	leo := p.Log().LogEndOffset()
+	if _, err := appendRaw(p, txnBatch(t, 7, 1, 1, "late"), late); err == nil {
+		t.Fatal("a late write of the ended transaction was appended")
+	}
+	if p.Log().LogEndOffset() != leo {
+		t.Fatal("the late write opened a transaction")
+	}
+
+	// Version 1: the marker is in the transaction's own epoch, and takes every guard.
+	g, _ = p.StartVerification(8, 0)
+	mustMarker(t, p, TxnMarker{ProducerID: 8, ProducerEpoch: 0, Commit: false})
+	if _, err := appendRaw(p, txnBatch(t, 8, 0, 0, "late"), g); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("a write verified before a version 1 marker: %v", err)
+	}
+}
