@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -28,10 +29,16 @@ func TestAcksAllWaitHoldsNoRequestMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(c.Client(t))
-	// min.insync.replicas 2: an ISR shrunk to the leader must not pass for a commit.
-	if _, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "acks"); err != nil {
-		t.Fatal(err)
-	}
+	// min.insync.replicas 2: an ISR shrunk to the leader must not pass for a commit. The
+	// second broker may not be registered and unfenced yet (INVALID_REPLICATION_FACTOR
+	// until it is).
+	c.WaitFor(t, 30*time.Second, func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "acks")
+		if err == nil && resp.Err != nil && !errors.Is(resp.Err, kerr.InvalidReplicationFactor) && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
+			t.Fatal(resp.Err)
+		}
+		return err == nil && (resp.Err == nil || errors.Is(resp.Err, kerr.TopicAlreadyExists))
+	}, "topic acks created on two brokers")
 	var leader int32 = -1
 	c.WaitFor(t, 30*time.Second, func() bool {
 		md, err := adm.Metadata(ctx, "acks")
