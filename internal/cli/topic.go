@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -40,6 +41,14 @@ func newTopicCommand() *cobra.Command {
 // adminRun wraps the boilerplate of an admin command: validate -o, build
 // the client, bound the run with a timeout and SIGINT.
 func adminRun(cmd *cobra.Command, cf *clientFlags, fn func(ctx context.Context, adm *kadm.Client, format string) error) error {
+	return adminClientRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, _ *kgo.Client, format string) error {
+		return fn(ctx, adm, format)
+	})
+}
+
+// adminClientRun is adminRun for a command that also sends requests kadm has no call for,
+// on the admin's own client.
+func adminClientRun(cmd *cobra.Command, cf *clientFlags, fn func(ctx context.Context, adm *kadm.Client, cl *kgo.Client, format string) error) error {
 	format, err := cf.outputFormat()
 	if err != nil {
 		return err
@@ -53,7 +62,7 @@ func adminRun(cmd *cobra.Command, cf *clientFlags, fn func(ctx context.Context, 
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, adminTimeout)
 	defer cancelTimeout()
-	return fn(ctx, adm, format)
+	return fn(ctx, adm, cl, format)
 }
 
 // topicIDString renders a topic ID as Kafka does (URL-safe base64, no

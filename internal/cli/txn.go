@@ -285,20 +285,7 @@ func newTxnFindHangingCommand(cf *clientFlags) *cobra.Command {
 			if brokerID < 0 {
 				return errors.New("--broker-id is required")
 			}
-			format, err := cf.outputFormat()
-			if err != nil {
-				return err
-			}
-			adm, cl, err := cf.newAdmin()
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			ctx, cancel := signalContext(cmd)
-			defer cancel()
-			ctx, cancelTimeout := context.WithTimeout(ctx, adminTimeout)
-			defer cancelTimeout()
-			{
+			return adminClientRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, cl *kgo.Client, format string) error {
 				rows, err := findHanging(ctx, adm, cl, brokerID, time.Duration(maxTimeout)*time.Minute, time.Now())
 				if err != nil {
 					return err
@@ -314,7 +301,7 @@ func newTxnFindHangingCommand(cf *clientFlags) *cobra.Command {
 						strconv.FormatInt(r.DurationMinutes, 10), orDash(r.TransactionalID))
 				}
 				return t.flush()
-			}
+			})
 		},
 	}
 	cmd.Flags().Int32Var(&brokerID, "broker-id", -1, "the broker whose partitions to search")
