@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/authz"
 )
 
 // Reply is what a handler gives the connection loop to send back.
@@ -57,6 +59,10 @@ type Conn struct {
 	ClientID   string
 	RemoteAddr string
 	Listener   string
+	// Principal is who the connection authenticated as (authz.Anonymous on a PLAINTEXT
+	// listener, or an SSL one whose client sent no certificate); set by the server before
+	// the first request reaches the handler, and changed only by a re-authentication.
+	Principal authz.Principal
 	// Release, if set, tells the connection the handler no longer reads the request's byte
 	// slices (they alias the frame buffer): the buffer and the bytes it holds of
 	// queued.max.request.bytes go back at once, and another request may fill it. A handler

@@ -160,6 +160,11 @@ type Broker struct {
 	ProducerIDExpirationMs                               int32 // producer.id.expiration.ms
 	ProducerIDExpirationCheckIntervalMs                  int32 // producer.id.expiration.check.interval.ms
 
+	// Authorization.
+	AuthorizerClassName       string   // authorizer.class.name ("" = no authorization)
+	SuperUsers                []string // super.users, principals as Type:Name
+	AllowEveryoneIfNoACLFound bool     // allow.everyone.if.no.acl.found
+
 	lay    layers            // the configured values this snapshot was built from
 	values map[string]string // effective value of every key, normalized
 	null   map[string]bool   // keys whose effective value is Kafka's null
@@ -366,6 +371,11 @@ var brokerDefList = []*brokerDef{
 	{name: "transaction.partition.verification.enable", vt: vtBool, dflt: str("true"), dynamic: true, field: func(b *Broker) any { return &b.TransactionPartitionVerificationEnable }, doc: "Verify with the transaction coordinator that a partition was added to the transaction before a transactional batch that starts a transaction on it is appended (KIP-890), so a late or stray write cannot leave a hanging transaction."},
 	{name: "producer.id.expiration.ms", vt: vtPositiveInt, dflt: num(86400000), field: func(b *Broker) any { return &b.ProducerIDExpirationMs }, doc: "Milliseconds an idle producer id's state is kept."},
 	{name: "producer.id.expiration.check.interval.ms", vt: vtPositiveInt, dflt: num(600000), field: func(b *Broker) any { return &b.ProducerIDExpirationCheckIntervalMs }, doc: "Milliseconds between checks for producer ids idle past producer.id.expiration.ms."},
+
+	// Authorization.
+	{name: "authorizer.class.name", vt: stringType("", StandardAuthorizer), dflt: str(""), field: func(b *Broker) any { return &b.AuthorizerClassName }, doc: "The authorizer: empty for none (every request is allowed), or " + StandardAuthorizer + " for Kafka's ACLs kept in the metadata log."},
+	{name: "super.users", vt: principalListType(), dflt: str(""), field: func(b *Broker) any { return &b.SuperUsers }, doc: "Principals (Type:Name, separated by semicolons) allowed every operation on every resource whatever the ACLs say."},
+	{name: "allow.everyone.if.no.acl.found", vt: vtBool, dflt: str("false"), field: func(b *Broker) any { return &b.AllowEveryoneIfNoACLFound }, doc: "Whether a resource that no ACL names is open to every principal (true) or only to super users (false)."},
 
 	// Accepted so Kafka's sample server.properties loads; not used by Gregor.
 	{name: "share.coordinator.state.topic.replication.factor", vt: shortType(1, noMax), dflt: num(3), doc: "Replication factor of the share-group state topic (accepted, unused)."},

@@ -134,6 +134,9 @@ var kafkaDefaults = map[string]string{
 	"transaction.partition.verification.enable":                   "true",
 	"producer.id.expiration.ms":                                   "86400000",
 	"producer.id.expiration.check.interval.ms":                    "600000",
+	"authorizer.class.name":                                       "",
+	"super.users":                                                 "",
+	"allow.everyone.if.no.acl.found":                              "false",
 	"share.coordinator.state.topic.replication.factor":            "3",
 	"share.coordinator.state.topic.min.isr":                       "2",
 }

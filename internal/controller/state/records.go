@@ -37,6 +37,12 @@ const (
 	TypeRemoveTopic              RecordType = 8
 	TypeProducerIDs              RecordType = 9
 	TypeSnapshotHeader           RecordType = 10
+	// Security (issue 12): SCRAM credentials, ACLs and client quotas.
+	TypeUserScramCredential       RecordType = 11
+	TypeRemoveUserScramCredential RecordType = 12
+	TypeAccessControlEntry        RecordType = 13
+	TypeRemoveAccessControlEntry  RecordType = 14
+	TypeClientQuota               RecordType = 15
 )
 
 // Record is one metadata log record.
