@@ -35,8 +35,8 @@ type Options struct {
 // ACLs is Kafka's StandardAuthorizer over one set of bindings: an immutable snapshot, safe for
 // concurrent use. A change of the ACLs or of the configs builds a new one.
 type ACLs struct {
-	bindings   []Binding // sorted by compareBindings
-	superUsers map[string]struct{}
+	bindings   []Binding              // sorted by compareBindings
+	superUsers map[Principal]struct{} // super.users, split at their first colon
 	allowIfNo  bool
 	index      map[kmsg.ACLResourceType]*typeIndex
 }
@@ -51,13 +51,14 @@ var _ Authorizer = (*ACLs)(nil)
 func NewACLs(bindings []Binding, opts Options) *ACLs {
 	a := &ACLs{
 		bindings:   slices.Clone(bindings),
-		superUsers: make(map[string]struct{}, len(opts.SuperUsers)),
+		superUsers: make(map[Principal]struct{}, len(opts.SuperUsers)),
 		allowIfNo:  opts.AllowEveryoneIfNoACLFound,
 	}
 	slices.SortStableFunc(a.bindings, compareBindings)
 	for _, s := range opts.SuperUsers {
-		if s = strings.TrimSpace(s); s != "" {
-			a.superUsers[s] = struct{}{}
+		// A principal's string always holds a colon, so an entry without one names no one.
+		if typ, name, ok := strings.Cut(strings.TrimSpace(s), ":"); ok {
+			a.superUsers[Principal{Type: typ, Name: name}] = struct{}{}
 		}
 	}
 	a.index = buildIndex(a.bindings)
@@ -85,11 +86,18 @@ func (a *ACLs) Len() int { return len(a.bindings) }
 // principal, host, operation and permission.
 func (a *ACLs) Bindings() []Binding { return slices.Clone(a.bindings) }
 
+// isSuperUser reports whether p.String() is one of super.users, as Kafka compares them.
+// Splitting at the first colon is one-to-one over strings that hold one, so comparing split
+// forms is comparing strings; only a type that itself holds a colon needs re-splitting.
 func (a *ACLs) isSuperUser(p Principal) bool {
 	if len(a.superUsers) == 0 {
 		return false
 	}
-	_, ok := a.superUsers[p.String()]
+	if strings.Contains(p.Type, ":") {
+		typ, name, _ := strings.Cut(p.String(), ":")
+		p = Principal{Type: typ, Name: name}
+	}
+	_, ok := a.superUsers[p]
 	return ok
 }
 

@@ -179,6 +179,12 @@ func TestAuthorize(t *testing.T) {
 			opts: Options{SuperUsers: []string{"User:admin", "User:alice"}}, p: alice, host: h1, op: opDelete, rt: topicT, resource: "orders", want: true},
 		{name: "super user with no ACLs", opts: Options{SuperUsers: []string{" User:alice "}},
 			p: alice, host: h1, op: opClusterAction, rt: clusterT, resource: ClusterName, want: true},
+		{name: "super users compare as strings: a colon in the type", opts: Options{SuperUsers: []string{"A:B:c"}},
+			p: Principal{Type: "A:B", Name: "c"}, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
+		{name: "super users compare as strings: a colon in the name", opts: Options{SuperUsers: []string{"A:B:c"}},
+			p: Principal{Type: "A", Name: "B:c"}, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
+		{name: "a super.users entry without a colon names no one", opts: Options{SuperUsers: []string{"alice"}},
+			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 		{name: "super user of another type", opts: Options{SuperUsers: []string{"Group:alice"}},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 
