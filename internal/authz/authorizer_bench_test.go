@@ -16,27 +16,27 @@ func benchBindings() []Binding {
 	for i := range 3000 {
 		user := fmt.Sprintf("User:app-%d", i%500)
 		topic := fmt.Sprintf("team-%d.topic-%d", i%200, i)
-		add(literal(topicT, topic), allowed(user, "*", opWrite))
+		add(litPattern(topicT, topic), allowEntry(user, "*", opWrite))
 		if i%10 == 0 {
-			add(literal(topicT, topic), denied("User:*", "10.9.9.9", opWrite))
+			add(litPattern(topicT, topic), denyEntry("User:*", "10.9.9.9", opWrite))
 		}
 	}
 	for i := range 2000 {
-		add(prefixed(topicT, fmt.Sprintf("team-%d.", i%200)), allowed(fmt.Sprintf("User:app-%d", i%500), "*", opRead))
+		add(prefixPattern(topicT, fmt.Sprintf("team-%d.", i%200)), allowEntry(fmt.Sprintf("User:app-%d", i%500), "*", opRead))
 	}
 	for i := range 2000 {
-		add(prefixed(groupT, fmt.Sprintf("team-%d.", i%200)), allowed(fmt.Sprintf("User:app-%d", i%500), "*", opRead))
+		add(prefixPattern(groupT, fmt.Sprintf("team-%d.", i%200)), allowEntry(fmt.Sprintf("User:app-%d", i%500), "*", opRead))
 	}
 	for i := range 696 {
-		add(literal(kmsg.ACLResourceTypeTransactionalId, fmt.Sprintf("txn-%d", i)), allowed(fmt.Sprintf("User:app-%d", i%500), "*", opWrite))
+		add(litPattern(kmsg.ACLResourceTypeTransactionalId, fmt.Sprintf("txn-%d", i)), allowEntry(fmt.Sprintf("User:app-%d", i%500), "*", opWrite))
 	}
 	for i := range 2000 {
-		add(literal(topicT, "shared-events"), allowed(fmt.Sprintf("User:reader-%d", i), "*", opRead))
+		add(litPattern(topicT, "shared-events"), allowEntry(fmt.Sprintf("User:reader-%d", i), "*", opRead))
 	}
-	add(literal(topicT, "*"), denied("User:evil", "*", opAll))
-	add(literal(clusterT, ClusterName), allowed("User:*", "*", opIdempotentWrite))
-	add(literal(groupT, "*"), allowed("User:ops", "*", opDescribe))
-	add(prefixed(topicT, "_"), denied("User:*", "*", opWrite))
+	add(litPattern(topicT, "*"), denyEntry("User:evil", "*", opAll))
+	add(litPattern(clusterT, ClusterName), allowEntry("User:*", "*", opIdempotentWrite))
+	add(litPattern(groupT, "*"), allowEntry("User:ops", "*", opDescribe))
+	add(prefixPattern(topicT, "_"), denyEntry("User:*", "*", opWrite))
 	return bs
 }
 

@@ -26,23 +26,23 @@ const (
 	opIdempotentWrite = kmsg.ACLOperationIdempotentWrite
 )
 
-func literal(rt kmsg.ACLResourceType, name string) Pattern {
+func litPattern(rt kmsg.ACLResourceType, name string) Pattern {
 	return Pattern{ResourceType: rt, Name: name, PatternType: kmsg.ACLResourcePatternTypeLiteral}
 }
 
-func prefixed(rt kmsg.ACLResourceType, name string) Pattern {
+func prefixPattern(rt kmsg.ACLResourceType, name string) Pattern {
 	return Pattern{ResourceType: rt, Name: name, PatternType: kmsg.ACLResourcePatternTypePrefixed}
 }
 
-func allowed(principal, host string, op kmsg.ACLOperation) Entry {
+func allowEntry(principal, host string, op kmsg.ACLOperation) Entry {
 	return Entry{Principal: principal, Host: host, Operation: op, Permission: kmsg.ACLPermissionTypeAllow}
 }
 
-func denied(principal, host string, op kmsg.ACLOperation) Entry {
+func denyEntry(principal, host string, op kmsg.ACLOperation) Entry {
 	return Entry{Principal: principal, Host: host, Operation: op, Permission: kmsg.ACLPermissionTypeDeny}
 }
 
-func bind(p Pattern, e Entry) Binding { return Binding{Pattern: p, Entry: e} }
+func aclOf(p Pattern, e Entry) Binding { return Binding{Pattern: p, Entry: e} }
 
 type authCase struct {
 	name     string
@@ -61,121 +61,121 @@ func TestAuthorize(t *testing.T) {
 	const h1, h2 = "10.0.0.1", "10.0.0.2"
 	cases := []authCase{
 		// Resource matching.
-		{name: "literal name", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "literal name", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "literal is not a prefix", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "literal is not a prefix", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders-eu", want: false},
-		{name: "literal of another type", bindings: []Binding{bind(literal(groupT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "literal of another type", bindings: []Binding{aclOf(litPattern(groupT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "literal wildcard", bindings: []Binding{bind(literal(topicT, "*"), allowed("User:alice", "*", opRead))},
+		{name: "literal wildcard", bindings: []Binding{aclOf(litPattern(topicT, "*"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "anything", want: true},
-		{name: "prefixed", bindings: []Binding{bind(prefixed(topicT, "ord"), allowed("User:alice", "*", opRead))},
+		{name: "prefixed", bindings: []Binding{aclOf(prefixPattern(topicT, "ord"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "prefixed equal to the name", bindings: []Binding{bind(prefixed(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "prefixed equal to the name", bindings: []Binding{aclOf(prefixPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "prefixed longer than the name", bindings: []Binding{bind(prefixed(topicT, "orders-"), allowed("User:alice", "*", opRead))},
+		{name: "prefixed longer than the name", bindings: []Binding{aclOf(prefixPattern(topicT, "orders-"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "prefixed star is not a wildcard", bindings: []Binding{bind(prefixed(topicT, "*"), allowed("User:alice", "*", opRead))},
+		{name: "prefixed star is not a wildcard", bindings: []Binding{aclOf(prefixPattern(topicT, "*"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "prefixed star matches names starting with a star", bindings: []Binding{bind(prefixed(topicT, "*"), allowed("User:alice", "*", opRead))},
+		{name: "prefixed star matches names starting with a star", bindings: []Binding{aclOf(prefixPattern(topicT, "*"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "*x", want: true},
-		{name: "literal star name is the wildcard", bindings: []Binding{bind(literal(topicT, "*"), allowed("User:alice", "*", opRead))},
+		{name: "literal star name is the wildcard", bindings: []Binding{aclOf(litPattern(topicT, "*"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "*", want: true},
-		{name: "cluster", bindings: []Binding{bind(literal(clusterT, ClusterName), allowed("User:alice", "*", opClusterAction))},
+		{name: "cluster", bindings: []Binding{aclOf(litPattern(clusterT, ClusterName), allowEntry("User:alice", "*", opClusterAction))},
 			p: alice, host: h1, op: opClusterAction, rt: clusterT, resource: ClusterName, want: true},
-		{name: "a pattern type other than literal and prefixed applies to nothing", bindings: []Binding{bind(Pattern{ResourceType: topicT, Name: "orders", PatternType: kmsg.ACLResourcePatternTypeMatch}, allowed("User:alice", "*", opRead))},
+		{name: "a pattern type other than literal and prefixed applies to nothing", bindings: []Binding{aclOf(Pattern{ResourceType: topicT, Name: "orders", PatternType: kmsg.ACLResourcePatternTypeMatch}, allowEntry("User:alice", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
 
 		// Principals and hosts.
-		{name: "another principal", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "another principal", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: bob, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "wildcard principal", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:*", "*", opRead))},
+		{name: "wildcard principal", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:*", "*", opRead))},
 			p: bob, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "User:* matches a principal of another type", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:*", "*", opRead))},
+		{name: "User:* matches a principal of another type", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:*", "*", opRead))},
 			p: Principal{Type: "Group", Name: "ops"}, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "Group:* is not a wildcard", bindings: []Binding{bind(literal(topicT, "orders"), allowed("Group:*", "*", opRead))},
+		{name: "Group:* is not a wildcard", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("Group:*", "*", opRead))},
 			p: Principal{Type: "Group", Name: "ops"}, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "principal type matters", bindings: []Binding{bind(literal(topicT, "orders"), allowed("Group:alice", "*", opRead))},
+		{name: "principal type matters", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("Group:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "principal name with colons", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:CN=a:b", "*", opRead))},
+		{name: "principal name with colons", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:CN=a:b", "*", opRead))},
 			p: User("CN=a:b"), host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "principal without a colon matches no one", bindings: []Binding{bind(literal(topicT, "orders"), allowed("alice", "*", opRead))},
+		{name: "principal without a colon matches no one", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("alice", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "host", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", h1, opRead))},
+		{name: "host", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", h1, opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "another host", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", h1, opRead))},
+		{name: "another host", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", h1, opRead))},
 			p: alice, host: h2, op: opRead, rt: topicT, resource: "orders", want: false},
 		{name: "deny from one host only", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead)),
-			bind(literal(topicT, "orders"), denied("User:alice", h1, opRead))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", h1, opRead))},
 			p: alice, host: h2, op: opRead, rt: topicT, resource: "orders", want: true},
 
 		// DENY beats ALLOW.
 		{name: "deny beats allow", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead)),
-			bind(literal(topicT, "orders"), denied("User:alice", "*", opRead))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 		{name: "prefixed deny beats literal allow", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead)),
-			bind(prefixed(topicT, "ord"), denied("User:alice", "*", opRead))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead)),
+			aclOf(prefixPattern(topicT, "ord"), denyEntry("User:alice", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 		{name: "wildcard deny beats literal allow", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opAll)),
-			bind(literal(topicT, "*"), denied("User:*", "*", opWrite))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opAll)),
+			aclOf(litPattern(topicT, "*"), denyEntry("User:*", "*", opWrite))},
 			p: alice, host: h1, op: opWrite, rt: topicT, resource: "orders", want: false},
 		{name: "deny ALL", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead)),
-			bind(literal(topicT, "orders"), denied("User:alice", "*", opAll))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", "*", opAll))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 		{name: "deny of another operation", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead)),
-			bind(literal(topicT, "orders"), denied("User:alice", "*", opWrite))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", "*", opWrite))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
 		{name: "deny READ does not deny DESCRIBE", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opWrite)),
-			bind(literal(topicT, "orders"), denied("User:alice", "*", opRead))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opWrite)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opDescribe, rt: topicT, resource: "orders", want: true},
 		{name: "deny of another principal", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:*", "*", opRead)),
-			bind(literal(topicT, "orders"), denied("User:bob", "*", opRead))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:*", "*", opRead)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:bob", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
 		{name: "deny of the wildcard principal", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead)),
-			bind(literal(topicT, "orders"), denied("User:*", "*", opRead))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:*", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 
 		// Operations.
-		{name: "another operation", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "another operation", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opWrite, rt: topicT, resource: "orders", want: false},
-		{name: "ALLOW ALL", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opAll))},
+		{name: "ALLOW ALL", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opAll))},
 			p: alice, host: h1, op: opAlterConfigs, rt: topicT, resource: "orders", want: true},
-		{name: "asking for ALL needs ALL", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "asking for ALL needs ALL", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opAll, rt: topicT, resource: "orders", want: false},
-		{name: "READ implies DESCRIBE", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "READ implies DESCRIBE", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opDescribe, rt: topicT, resource: "orders", want: true},
-		{name: "WRITE implies DESCRIBE", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opWrite))},
+		{name: "WRITE implies DESCRIBE", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opWrite))},
 			p: alice, host: h1, op: opDescribe, rt: topicT, resource: "orders", want: true},
-		{name: "DELETE implies DESCRIBE", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opDelete))},
+		{name: "DELETE implies DESCRIBE", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opDelete))},
 			p: alice, host: h1, op: opDescribe, rt: topicT, resource: "orders", want: true},
-		{name: "ALTER implies DESCRIBE", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opAlter))},
+		{name: "ALTER implies DESCRIBE", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opAlter))},
 			p: alice, host: h1, op: opDescribe, rt: topicT, resource: "orders", want: true},
-		{name: "CREATE does not imply DESCRIBE", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opCreate))},
+		{name: "CREATE does not imply DESCRIBE", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opCreate))},
 			p: alice, host: h1, op: opDescribe, rt: topicT, resource: "orders", want: false},
-		{name: "ALTER_CONFIGS implies DESCRIBE_CONFIGS", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opAlterConfigs))},
+		{name: "ALTER_CONFIGS implies DESCRIBE_CONFIGS", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opAlterConfigs))},
 			p: alice, host: h1, op: opDescribeConfigs, rt: topicT, resource: "orders", want: true},
-		{name: "ALTER does not imply DESCRIBE_CONFIGS", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opAlter))},
+		{name: "ALTER does not imply DESCRIBE_CONFIGS", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opAlter))},
 			p: alice, host: h1, op: opDescribeConfigs, rt: topicT, resource: "orders", want: false},
-		{name: "DESCRIBE implies nothing else", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opDescribe))},
+		{name: "DESCRIBE implies nothing else", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opDescribe))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 		{name: "deny ALTER_CONFIGS does not deny DESCRIBE_CONFIGS", bindings: []Binding{
-			bind(literal(topicT, "orders"), allowed("User:alice", "*", opDescribeConfigs)),
-			bind(literal(topicT, "orders"), denied("User:alice", "*", opAlterConfigs))},
+			aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opDescribeConfigs)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", "*", opAlterConfigs))},
 			p: alice, host: h1, op: opDescribeConfigs, rt: topicT, resource: "orders", want: true},
-		{name: "an operation code past 31", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opAll))},
+		{name: "an operation code past 31", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opAll))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: 40, rt: topicT, resource: "orders", want: false},
 
 		// Super users.
-		{name: "super user over a deny", bindings: []Binding{bind(literal(topicT, "orders"), denied("User:*", "*", opAll))},
+		{name: "super user over a deny", bindings: []Binding{aclOf(litPattern(topicT, "orders"), denyEntry("User:*", "*", opAll))},
 			opts: Options{SuperUsers: []string{"User:admin", "User:alice"}}, p: alice, host: h1, op: opDelete, rt: topicT, resource: "orders", want: true},
 		{name: "super user with no ACLs", opts: Options{SuperUsers: []string{" User:alice "}},
 			p: alice, host: h1, op: opClusterAction, rt: clusterT, resource: ClusterName, want: true},
@@ -194,21 +194,21 @@ func TestAuthorize(t *testing.T) {
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
 		{name: "ACLs elsewhere only, allow everyone", opts: Options{AllowEveryoneIfNoACLFound: true},
 			bindings: []Binding{
-				bind(literal(topicT, "payments"), allowed("User:bob", "*", opRead)),
-				bind(prefixed(topicT, "pay"), denied("User:alice", "*", opRead)),
-				bind(literal(groupT, "orders"), denied("User:alice", "*", opRead))},
+				aclOf(litPattern(topicT, "payments"), allowEntry("User:bob", "*", opRead)),
+				aclOf(prefixPattern(topicT, "pay"), denyEntry("User:alice", "*", opRead)),
+				aclOf(litPattern(groupT, "orders"), denyEntry("User:alice", "*", opRead))},
 			p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: true},
-		{name: "an ACL for another principal counts as found", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:bob", "*", opRead))},
+		{name: "an ACL for another principal counts as found", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:bob", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "an ACL for another operation counts as found", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opWrite))},
+		{name: "an ACL for another operation counts as found", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opWrite))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "an ACL for another host counts as found", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", h2, opRead))},
+		{name: "an ACL for another host counts as found", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", h2, opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "a prefixed ACL counts as found", bindings: []Binding{bind(prefixed(topicT, "o"), denied("User:bob", "*", opWrite))},
+		{name: "a prefixed ACL counts as found", bindings: []Binding{aclOf(prefixPattern(topicT, "o"), denyEntry("User:bob", "*", opWrite))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "a wildcard ACL counts as found", bindings: []Binding{bind(literal(topicT, "*"), allowed("User:bob", "*", opRead))},
+		{name: "a wildcard ACL counts as found", bindings: []Binding{aclOf(litPattern(topicT, "*"), allowEntry("User:bob", "*", opRead))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
-		{name: "a deny of another operation counts as found", bindings: []Binding{bind(literal(topicT, "orders"), denied("User:alice", "*", opWrite))},
+		{name: "a deny of another operation counts as found", bindings: []Binding{aclOf(litPattern(topicT, "orders"), denyEntry("User:alice", "*", opWrite))},
 			opts: Options{AllowEveryoneIfNoACLFound: true}, p: alice, host: h1, op: opRead, rt: topicT, resource: "orders", want: false},
 	}
 	for _, c := range cases {
@@ -280,21 +280,21 @@ func TestAuthorizedOperations(t *testing.T) {
 		{name: "no ACL, allow everyone", opts: Options{AllowEveryoneIfNoACLFound: true}, rt: topicT, resource: "orders", p: alice,
 			want: SupportedOperations(topicT)},
 		{name: "super user", opts: Options{SuperUsers: []string{"User:alice"}},
-			bindings: []Binding{bind(literal(clusterT, ClusterName), denied("User:*", "*", opAll))},
+			bindings: []Binding{aclOf(litPattern(clusterT, ClusterName), denyEntry("User:*", "*", opAll))},
 			rt:       clusterT, resource: ClusterName, p: alice, want: SupportedOperations(clusterT)},
-		{name: "read implies describe", bindings: []Binding{bind(literal(topicT, "orders"), allowed("User:alice", "*", opRead))},
+		{name: "read implies describe", bindings: []Binding{aclOf(litPattern(topicT, "orders"), allowEntry("User:alice", "*", opRead))},
 			rt: topicT, resource: "orders", p: alice, want: opsBits(opRead, opDescribe)},
-		{name: "alter configs implies describe configs", bindings: []Binding{bind(prefixed(groupT, "g"), allowed("User:*", "*", opAlterConfigs))},
+		{name: "alter configs implies describe configs", bindings: []Binding{aclOf(prefixPattern(groupT, "g"), allowEntry("User:*", "*", opAlterConfigs))},
 			rt: groupT, resource: "g1", p: alice, want: opsBits(opAlterConfigs, opDescribeConfigs)},
 		{name: "ALL minus a deny", bindings: []Binding{
-			bind(literal(topicT, "*"), allowed("User:alice", "*", opAll)),
-			bind(prefixed(topicT, "ord"), denied("User:alice", "*", opDelete)),
-			bind(literal(topicT, "orders"), denied("User:*", h1, opRead))},
+			aclOf(litPattern(topicT, "*"), allowEntry("User:alice", "*", opAll)),
+			aclOf(prefixPattern(topicT, "ord"), denyEntry("User:alice", "*", opDelete)),
+			aclOf(litPattern(topicT, "orders"), denyEntry("User:*", h1, opRead))},
 			rt: topicT, resource: "orders", p: alice,
 			want: opsBits(opWrite, opCreate, opDescribe, opAlter, opDescribeConfigs, opAlterConfigs)},
-		{name: "ALL is limited to the supported operations", bindings: []Binding{bind(literal(txnT, "tx"), allowed("User:alice", "*", opAll))},
+		{name: "ALL is limited to the supported operations", bindings: []Binding{aclOf(litPattern(txnT, "tx"), allowEntry("User:alice", "*", opAll))},
 			rt: txnT, resource: "tx", p: alice, want: opsBits(opDescribe, opWrite)},
-		{name: "unsupported operations do not show", bindings: []Binding{bind(literal(txnT, "tx"), allowed("User:alice", "*", opRead))},
+		{name: "unsupported operations do not show", bindings: []Binding{aclOf(litPattern(txnT, "tx"), allowEntry("User:alice", "*", opRead))},
 			rt: txnT, resource: "tx", p: alice, want: opsBits(opDescribe)},
 		{name: "not a concrete resource type", opts: Options{AllowEveryoneIfNoACLFound: true}, rt: kmsg.ACLResourceTypeAny, resource: "x", p: alice, want: 0},
 	}
@@ -335,11 +335,11 @@ func TestAllowAll(t *testing.T) {
 
 func TestBindingsIsASortedCopy(t *testing.T) {
 	in := []Binding{
-		bind(literal(topicT, "b"), allowed("User:alice", "*", opRead)),
-		bind(prefixed(topicT, "a"), allowed("User:alice", "*", opRead)),
-		bind(literal(groupT, "a"), allowed("User:alice", "*", opRead)),
-		bind(literal(topicT, "a"), denied("User:bob", "*", opRead)),
-		bind(literal(topicT, "a"), allowed("User:bob", "*", opRead)),
+		aclOf(litPattern(topicT, "b"), allowEntry("User:alice", "*", opRead)),
+		aclOf(prefixPattern(topicT, "a"), allowEntry("User:alice", "*", opRead)),
+		aclOf(litPattern(groupT, "a"), allowEntry("User:alice", "*", opRead)),
+		aclOf(litPattern(topicT, "a"), denyEntry("User:bob", "*", opRead)),
+		aclOf(litPattern(topicT, "a"), allowEntry("User:bob", "*", opRead)),
 	}
 	orig := slices.Clone(in)
 	a := NewACLs(in, Options{})

@@ -36,17 +36,19 @@
 //     host, operation or permission), the request is denied.
 //  7. Otherwise (no ACL on the resource at all) the answer is allow.everyone.if.no.acl.found.
 //
-// ACLs.AuthorizedOperations is rule 1-7 over the operations valid for the resource type
-// (SupportedOperations, Kafka's AclEntry.supportedOperations), as the bit field (bit i for
-// operation code i) that Metadata (topic_authorized_operations and
+// ACLs.AuthorizedOperations is rules 1 to 7 applied to each of the operations valid for the
+// resource type (SupportedOperations, Kafka's AclEntry.supportedOperations), as the bit field
+// (bit i for operation code i) that Metadata (topic_authorized_operations and
 // cluster_authorized_operations), DescribeCluster and DescribeGroups return. AllowAll allows
 // everything and answers every supported operation, as Kafka's broker does without an
 // authorizer. (Whether the request asked for the field, and the schema's default
 // -2147483648 when it did not, is the api handler's business.)
 //
-// Where ACLs differs from Kafka, it is for input Kafka never reaches it with: a binding whose
-// principal has no colon matches no one (Kafka fails the request), and an operation code
-// outside 0..31 is allowed only to super users.
+// As in Kafka, an ACL whose permission is not ALLOW acts as a DENY. Where ACLs differs from
+// Kafka, it is for input Kafka never reaches its authorizer with: a binding whose pattern
+// type is neither LITERAL nor PREFIXED applies to nothing, one whose principal has no colon
+// matches no one (Kafka fails the request), and an operation code outside 0..31 is allowed
+// only to super users.
 //
 // # Invariants
 //
@@ -64,5 +66,8 @@
 // AuthorizerClassName, SuperUsers and AllowEveryoneIfNoACLFound). The connection's principal
 // comes from authentication at the connection edge (internal/server, internal/security).
 // internal/api asks the Authorizer before acting on a resource; this package imports none of
-// them and never calls back.
+// them and never calls back. Until its metadata image is loaded a broker has no ACLs to
+// build a snapshot from: Kafka's authorizer then allows super users and fails everyone else
+// with AUTHORIZER_NOT_READY, so a broker must not authorize requests against an empty
+// snapshot before it has caught up.
 package authz
