@@ -113,6 +113,8 @@ func init() {
 		kmsg.DescribeTransactions.Int16():    {0, 0, handleDescribeTransactions},
 		kmsg.ListTransactions.Int16():        {0, 2, handleListTransactions},
 		kmsg.DescribeProducers.Int16():       {0, 0, handleDescribeProducers},
+		kmsg.SASLHandshake.Int16():           {0, 1, handleSaslHandshake},
+		kmsg.SASLAuthenticate.Int16():        {0, 2, handleSaslAuthenticate},
 	}
 }
 

@@ -32,9 +32,11 @@ import (
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/server"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
+	"github.com/gregor-project/gregor/internal/wire"
 )
 
 // Broker is a running node.
@@ -60,6 +62,7 @@ type Broker struct {
 	handler  *api.Handler
 	cleaner  atomic.Pointer[storage.LogCleaner] // the log cleaner, once started (nil: disabled)
 	peers    *peers                             // connections to the other brokers (txn.go)
+	interSec *security.Client                   // how connections to other brokers are secured (security.go)
 	servers  []*server.Server
 	addrs    []net.Addr
 	bound    map[string]net.Addr // broker listener name -> bound address
@@ -146,6 +149,9 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if startCtx == nil {
 		startCtx = context.Background()
 	}
+	if err := checkControllerSecurity(cfg); err != nil {
+		return nil, err
+	}
 	dir := cfg.LogDirs[0]
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("log.dirs %s: %w", dir, err)
@@ -206,6 +212,9 @@ func (b *Broker) start(startCtx context.Context) error {
 	if err := b.bindListeners(); err != nil {
 		return err
 	}
+	if b.interSec, err = b.interBrokerClient(); err != nil {
+		return err
+	}
 	b.replicas.SetReplication(replica.ReplicationOptions{
 		LocalID:        cfg.NodeID,
 		LagTimeMaxMs:   func() int64 { return cfg.Current().ReplicaLagTimeMaxMs },
@@ -225,7 +234,10 @@ func (b *Broker) start(startCtx context.Context) error {
 		SocketTimeoutMs:  cfg.ReplicaSocketTimeoutMs,
 		Throttle:         b.followerThrottle,
 		Throttled:        b.followerThrottled,
-		Log:              log,
+		Dial: func(ctx context.Context, addr string) (*wire.Conn, error) {
+			return b.dialBroker(ctx, addr, fmt.Sprintf("gregor-replica-%d", cfg.NodeID))
+		},
+		Log: log,
 	})
 	b.handler.Groups = group.NewCoordinator(group.Options{
 		Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, Manual: true,
@@ -352,8 +364,13 @@ func (b *Broker) bindListeners() error {
 		if slices.Contains(b.cfg.ControllerListenerNames, l.Name) {
 			continue
 		}
+		sec, err := b.listenerSecurity(l)
+		if err != nil {
+			return err
+		}
 		s := server.New(l.Name, b.handler, b.log)
 		s.SetLimits(limits)
+		s.SetSecurity(sec)
 		addr, err := s.Listen(l.Addr())
 		if err != nil {
 			return fmt.Errorf("listeners %s: %w", l, err)
@@ -413,6 +430,9 @@ func (b *Broker) advertisedEndpoint(l config.Listener) (string, int32) {
 
 // Addr is the first broker listener's bound address.
 func (b *Broker) Addr() net.Addr { return b.addrs[0] }
+
+// ListenerAddr is the bound address of the named broker listener (nil if there is none).
+func (b *Broker) ListenerAddr(name string) net.Addr { return b.bound[name] }
 
 // Handler exposes the request handler (for tests and tools in-process).
 func (b *Broker) Handler() *api.Handler { return b.handler }

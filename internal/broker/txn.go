@@ -117,7 +117,7 @@ func (p *peers) conn(ctx context.Context, node int32) (*peer, *wire.Conn, error)
 	}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err = wire.Dial(dctx, addr, fmt.Sprintf("broker-%d", p.b.cfg.NodeID))
+	c, err = p.b.dialBroker(dctx, addr, fmt.Sprintf("broker-%d", p.b.cfg.NodeID))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -372,6 +372,31 @@ var brokerDefList = []*brokerDef{
 	{name: "producer.id.expiration.ms", vt: vtPositiveInt, dflt: num(86400000), field: func(b *Broker) any { return &b.ProducerIDExpirationMs }, doc: "Milliseconds an idle producer id's state is kept."},
 	{name: "producer.id.expiration.check.interval.ms", vt: vtPositiveInt, dflt: num(600000), field: func(b *Broker) any { return &b.ProducerIDExpirationCheckIntervalMs }, doc: "Milliseconds between checks for producer ids idle past producer.id.expiration.ms."},
 
+	// Security: TLS and SASL. Every key here may also be set for one listener as
+	// listener.name.<listener>.<key> (security.go), which wins over the plain key.
+	{name: "ssl.keystore.type", vt: stringType("JKS", "PKCS12", "PEM"), dflt: str("JKS"), doc: "Format of the key store: JKS, PKCS12 or PEM."},
+	{name: "ssl.keystore.location", vt: stringType(), doc: "Path of the key store holding the listener's certificate chain and private key (a PEM file for type PEM)."},
+	{name: "ssl.keystore.password", vt: passwordType(), doc: "Password of the key store (PKCS12, JKS; for PEM, of an encrypted private key)."},
+	{name: "ssl.key.password", vt: passwordType(), doc: "Password of the private key in the key store, when it differs from the store's."},
+	{name: "ssl.keystore.certificate.chain", vt: passwordType(), doc: "The certificate chain in PEM, inline (with ssl.keystore.type=PEM and ssl.keystore.key)."},
+	{name: "ssl.keystore.key", vt: passwordType(), doc: "The private key in PEM (PKCS#8), inline (with ssl.keystore.type=PEM)."},
+	{name: "ssl.truststore.type", vt: stringType("JKS", "PKCS12", "PEM"), dflt: str("JKS"), doc: "Format of the trust store: JKS, PKCS12 or PEM."},
+	{name: "ssl.truststore.location", vt: stringType(), doc: "Path of the trust store: the certificate authorities a peer's certificate must chain to."},
+	{name: "ssl.truststore.password", vt: passwordType(), doc: "Password of the trust store (checked for PKCS12 and JKS)."},
+	{name: "ssl.truststore.certificates", vt: passwordType(), doc: "Trusted certificates in PEM, inline (with ssl.truststore.type=PEM)."},
+	{name: "ssl.client.auth", vt: stringType("none", "requested", "required"), dflt: str("none"), doc: "Whether an SSL listener asks clients for a certificate: none, requested (verified when sent) or required (mutual TLS)."},
+	{name: "ssl.protocol", vt: stringType("TLSv1.2", "TLSv1.3", "TLS"), dflt: str("TLSv1.3"), doc: "The TLS protocol of the broker's own outgoing connections; their highest version."},
+	{name: "ssl.enabled.protocols", vt: listType(true, "TLSv1.2", "TLSv1.3"), dflt: str("TLSv1.2,TLSv1.3"), doc: "TLS versions accepted."},
+	{name: "ssl.cipher.suites", vt: listType(false), dflt: str(""), doc: "TLS 1.2 cipher suites allowed, by IANA name (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...); empty: Go's secure defaults. TLS 1.3 suites are not configurable."},
+	{name: "ssl.principal.mapping.rules", vt: stringType(), dflt: str("DEFAULT"), doc: "Rules mapping a client certificate's distinguished name to a principal name, as Kafka's RULE:pattern/replacement/[LU], ..., DEFAULT."},
+	{name: "ssl.endpoint.identification.algorithm", vt: stringType("https", ""), dflt: str("https"), doc: "https: the broker's outgoing TLS connections check that the peer's certificate names the host dialled; empty: they do not."},
+	{name: "sasl.enabled.mechanisms", vt: listType(false), dflt: str("GSSAPI"), doc: "SASL mechanisms served on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, is not served yet: a SASL listener with it enabled stops start-up)."},
+	{name: "sasl.mechanism.inter.broker.protocol", vt: stringType(), dflt: str("GSSAPI"), doc: "SASL mechanism brokers use towards each other on a SASL inter-broker listener."},
+	{name: "sasl.mechanism.controller.protocol", vt: stringType(), dflt: str("GSSAPI"), doc: "SASL mechanism used towards the controllers on a SASL controller listener."},
+	{name: "sasl.server.max.receive.size", vt: vtPositiveInt, dflt: num(524288), doc: "Largest SASL frame accepted before a connection is authenticated."},
+	{name: "connections.max.reauth.ms", vt: vtNonNegLong, dflt: num(0), doc: "Longest session of a SASL connection before it must re-authenticate (KIP-368); 0: sessions never expire."},
+	{name: "connection.failed.authentication.delay.ms", vt: vtNonNegInt, dflt: num(100), doc: "Milliseconds the answer to a failed authentication is held before the connection is closed, slowing password guessing."},
+
 	// Authorization.
 	{name: "authorizer.class.name", vt: stringType("", StandardAuthorizer), dflt: str(""), field: func(b *Broker) any { return &b.AuthorizerClassName }, doc: "The authorizer: empty for none (every request is allowed), or " + StandardAuthorizer + " for Kafka's ACLs kept in the metadata log."},
 	{name: "super.users", vt: principalListType(), dflt: str(""), field: func(b *Broker) any { return &b.SuperUsers }, doc: "Principals (Type:Name, separated by semicolons) allowed every operation on every resource whatever the ACLs say."},
@@ -467,13 +492,16 @@ func Parse(props map[string]string) (*Broker, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if brokerDefs[k] == nil {
+		if _, _, listenerKey := splitListenerKey(k); brokerDefs[k] == nil && !listenerKey {
 			return nil, unknown(k, "broker configuration")
 		}
 	}
 	static := make(map[string]string, len(props))
 	for _, k := range keys {
-		norm, err := normalizeBroker(k, props[k])
+		norm, known, err := normalizeListenerKey(k, props[k])
+		if !known {
+			norm, err = normalizeBroker(k, props[k])
+		}
 		if err != nil {
 			return nil, err
 		}

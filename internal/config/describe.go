@@ -12,7 +12,7 @@ type Entry struct {
 	Null      bool // Kafka's null value (unset, no default); Value is ""
 	Source    int8 // Source* constants (kmsg.ConfigSource values)
 	ReadOnly  bool
-	Sensitive bool // always false: Gregor has no password configs yet
+	Sensitive bool // a password (ssl.keystore.password, ...): Value is "" and Null is true
 	Type      int8 // Type* constants (kmsg.ConfigType values)
 	Doc       string
 	Synonyms  []Synonym // highest priority first; the first one is the Source
@@ -95,6 +95,13 @@ func (b *Broker) DescribeBroker() []Entry {
 		}
 		if len(syns) > 0 {
 			e.Source = syns[0].Source
+		}
+		if d.vt.typ == TypePassword {
+			// As Kafka: a password is sensitive, described without its value anywhere.
+			e.Sensitive, e.Value, e.Null = true, "", true
+			for i := range e.Synonyms {
+				e.Synonyms[i].Value = ""
+			}
 		}
 		out = append(out, e)
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gregor-project/gregor/internal/api"
+	"github.com/gregor-project/gregor/internal/security"
 )
 
 // conn serves one client connection. Requests are read in the order they arrive and answered
@@ -35,6 +36,7 @@ type conn struct {
 	out  []byte // response encoding buffer, reused
 	info api.Conn
 	log  *slog.Logger
+	sess *security.Session // nil on a listener without security (every connection ANONYMOUS)
 
 	req  *[]byte // the request being handled, until releaseRequest; nil between requests
 	held int64   // the bytes it holds in srv.limits.Pool
@@ -56,7 +58,12 @@ func (c *conn) serve(ctx context.Context) {
 			c.logClose(err)
 			return
 		}
-		keep := c.handle(ctx, *bp)
+		var keep bool
+		if c.sess != nil && c.sess.ExpectRaw() {
+			keep = c.rawToken(ctx, *bp)
+		} else {
+			keep = c.handle(ctx, *bp)
+		}
 		c.releaseRequest()
 		if !keep {
 			return
@@ -90,7 +97,7 @@ func (c *conn) readRequest() (*[]byte, error) {
 			return nil, err
 		}
 	}
-	n, err := readSize(c.br, c.srv.maxRequest())
+	n, err := readSize(c.br, c.maxFrame())
 	if err != nil {
 		return nil, stalled(err)
 	}
@@ -176,6 +183,10 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 		c.log.Info("closing connection: unsupported api version", "api", kmsg.NameForKey(h.key), "version", h.version, "client_id", h.clientID)
 		return false
 	}
+	intercepted, keep := c.admit(h)
+	if !keep {
+		return false
+	}
 	req.SetVersion(h.version)
 	if req.IsFlexible() {
 		if body, err = skipTags(body); err != nil {
@@ -186,6 +197,9 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 	if err := req.ReadFrom(body); err != nil {
 		c.log.Info("closing connection: malformed request", "api", kmsg.NameForKey(h.key), "version", h.version, "err", err)
 		return false
+	}
+	if intercepted {
+		return c.intercept(h, req)
 	}
 	c.info.ClientID = h.clientID
 	reply := c.srv.handler.Handle(ctx, &c.info, req)

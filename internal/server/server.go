@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/api"
+	"github.com/gregor-project/gregor/internal/authz"
+	"github.com/gregor-project/gregor/internal/security"
 )
 
 // Handler is what the connection loop dispatches to (api.Handler).
@@ -46,7 +48,8 @@ type Server struct {
 	handler Handler
 	log     *slog.Logger
 	name    string
-	limits  Limits // set before Serve, read-only after
+	limits  Limits             // set before Serve, read-only after
+	sec     *security.Listener // set before Serve, read-only after; nil: PLAINTEXT
 
 	stopped chan struct{} // closed by StopAccepting
 	grace   atomic.Int64  // UnixNano of Close's write deadline for every connection; 0 until Close
@@ -70,6 +73,10 @@ func New(name string, h Handler, log *slog.Logger) *Server {
 // SetLimits sets the server's limits; it must be called before Serve. Without it a server
 // has none.
 func (s *Server) SetLimits(l Limits) { s.limits = l }
+
+// SetSecurity sets how the listener's connections are encrypted and authenticated; it must be
+// called before Serve. Without it a server is PLAINTEXT: every connection is ANONYMOUS.
+func (s *Server) SetSecurity(l *security.Listener) { s.sec = l }
 
 func (s *Server) maxRequest() int32 { return s.handler.MaxRequestBytes() }
 
@@ -128,11 +135,15 @@ func (s *Server) Serve(ctx context.Context) error {
 			c := &conn{
 				srv:  s,
 				nc:   nc,
-				br:   bufio.NewReaderSize(nc, 4096),
-				info: api.Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name},
+				info: api.Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name, Principal: authz.Anonymous},
 				log:  s.log.With("remote", nc.RemoteAddr().String()),
 			}
-			c.serve(ctx)
+			if c.secure() {
+				c.br = bufio.NewReaderSize(c.nc, 4096)
+				c.serve(ctx)
+			} else {
+				nc.Close()
+			}
 			s.mu.Lock()
 			delete(s.mu.conns, nc)
 			s.mu.Unlock()

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/security"
 )
 
 // MaxResponseBytes bounds a response frame; anything larger kills the connection.
@@ -57,11 +59,30 @@ type result struct {
 
 // Dial connects to addr.
 func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
+	return DialSecure(ctx, addr, clientID, nil)
+}
+
+// DialSecure connects to addr, running sec's TLS handshake and SASL authentication (nil:
+// neither) before the connection is handed out.
+func DialSecure(ctx context.Context, addr, clientID string, sec *security.Client) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	host, _, _ := net.SplitHostPort(addr)
+	if nc, err = sec.Wrap(ctx, nc, host); err != nil {
+		return nil, err
+	}
+	c := newConn(nc, clientID)
+	if err := sec.Authenticate(ctx, c.Request); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newConn(nc net.Conn, clientID string) *Conn {
 	c := &Conn{
 		nc:      nc,
 		fmt:     kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)),
@@ -69,7 +90,7 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 		done:    make(chan struct{}),
 	}
 	go c.readLoop()
-	return c, nil
+	return c
 }
 
 // Addr is the remote address.

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Security keys and their per-listener form.
+//
+// Every ssl.* and sasl.* key of brokerDefList, and connections.max.reauth.ms, may be set for
+// one listener as listener.name.<listener>.<key> (the listener name lower-cased, as Kafka
+// writes it), which wins over the plain key for that listener. A SASL mechanism's JAAS
+// configuration exists only in that form, per mechanism:
+// listener.name.<listener>.<mechanism>.sasl.jaas.config (mechanism lower-cased, e.g.
+// listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config), as Kafka's brokers take it.
+//
+// Listener keys are static: they are read at start-up (an SSL listener's key and trust
+// stores are then reloaded when their files change, see internal/security).
+
+// listenerPrefix starts every per-listener key.
+const listenerPrefix = "listener.name."
+
+// saslJaasSuffix ends a per-listener, per-mechanism JAAS configuration key.
+const saslJaasSuffix = ".sasl.jaas.config"
+
+// jaasMechanisms are the mechanisms a JAAS key may name (lower-cased).
+var jaasMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthbearer", "gssapi"}
+
+// listenerOverridable reports whether key may be set per listener.
+func listenerOverridable(key string) bool {
+	if brokerDefs[key] == nil {
+		return false
+	}
+	return strings.HasPrefix(key, "ssl.") || strings.HasPrefix(key, "sasl.") || key == "connections.max.reauth.ms"
+}
+
+// splitListenerKey splits listener.name.<listener>.<key> into the upper-cased listener name
+// and the key; ok is false for any other key.
+func splitListenerKey(k string) (listener, key string, ok bool) {
+	rest, found := strings.CutPrefix(k, listenerPrefix)
+	if !found {
+		return "", "", false
+	}
+	name, key, found := strings.Cut(rest, ".")
+	if !found || name == "" || key == "" {
+		return "", "", false
+	}
+	return strings.ToUpper(name), key, true
+}
+
+// normalizeListenerKey validates one per-listener key and value; known is false when k is not
+// of the listener.name. form at all.
+func normalizeListenerKey(k, v string) (norm string, known bool, err error) {
+	_, key, ok := splitListenerKey(k)
+	if !ok {
+		return "", false, nil
+	}
+	if mech, found := strings.CutSuffix(key, saslJaasSuffix); found {
+		if !contains(jaasMechanisms, mech) {
+			return "", true, invalid(k, v, fmt.Sprintf("%q is not a SASL mechanism (one of %s, lower-cased)", mech, strings.Join(jaasMechanisms, ", ")))
+		}
+		return strings.TrimSpace(v), true, nil
+	}
+	if !listenerOverridable(key) {
+		return "", true, unknown(k, "per-listener configuration (only ssl.*, sasl.* and connections.max.reauth.ms keys, and <mechanism>.sasl.jaas.config, may be set per listener)")
+	}
+	_, n, reason := brokerDefs[key].vt.parse(strings.TrimSpace(v))
+	if reason != "" {
+		return "", true, invalid(k, v, reason)
+	}
+	return n, true, nil
+}
+
+// ListenerSecurity returns the effective security configuration of one listener: every
+// overridable key's value (the listener's own, else the broker's), keyed by the plain key,
+// and the JAAS configuration of each mechanism set for it, keyed
+// "<mechanism>.sasl.jaas.config". setKey maps each returned key to the configuration key it
+// came from, so errors can name what the user wrote.
+func (b *Broker) ListenerSecurity(listener string) (values map[string]string, setKey map[string]string) {
+	c := b.Current()
+	listener = strings.ToUpper(listener)
+	values, setKey = map[string]string{}, map[string]string{}
+	for _, d := range brokerDefList {
+		if !listenerOverridable(d.name) {
+			continue
+		}
+		if !c.null[d.name] {
+			values[d.name] = c.values[d.name]
+		}
+		setKey[d.name] = d.name
+	}
+	keys := make([]string, 0, len(c.lay.static))
+	for k := range c.lay.static {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		l, key, ok := splitListenerKey(k)
+		if !ok || l != listener {
+			continue
+		}
+		values[key] = c.lay.static[k]
+		setKey[key] = k
+	}
+	return values, setKey
+}
+
+// passwordType is Kafka's PASSWORD: any text, reported as sensitive (DescribeConfigs gives
+// no value).
+func passwordType() valueType {
+	return valueType{TypePassword, func(s string) (any, string, string) { return s, s, "" }}
+}

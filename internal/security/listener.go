@@ -1,0 +1,203 @@
+package security
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Security protocols of listener.security.protocol.map.
+const (
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// ListenerOptions are what a listener's security is built from.
+type ListenerOptions struct {
+	Name     string // listener name, e.g. SASL_SSL
+	Protocol string // its security protocol
+	// Values are the listener's effective ssl.*, sasl.* and connections.max.reauth.ms
+	// values and its "<mechanism>.sasl.jaas.config" entries (config.Broker.ListenerSecurity);
+	// SetKey names the configuration key each came from, for errors.
+	Values, SetKey map[string]string
+	// Scram finds SCRAM credentials (the metadata image); nil: SCRAM knows no user.
+	Scram  ScramCredentials
+	Logger *slog.Logger
+}
+
+// Listener is the security of one listener: how its connections are encrypted and
+// authenticated. Immutable once built (its TLS stores reload themselves); safe for
+// concurrent use.
+type Listener struct {
+	name       string
+	protocol   string
+	tls        *ServerTLS // SSL and SASL_SSL
+	mechanisms map[string]mechanism
+	enabled    []string      // sasl.enabled.mechanisms, as configured
+	reauth     time.Duration // connections.max.reauth.ms; 0: sessions do not expire
+	failDelay  time.Duration // connection.failed.authentication.delay.ms
+	maxReceive int32         // sasl.server.max.receive.size
+}
+
+// listenerConfig is a listener's security configuration as text.
+type listenerConfig struct {
+	name, protocol string
+	values, setKey map[string]string
+}
+
+func withDefaults(setKey, values map[string]string) map[string]string {
+	out := map[string]string{}
+	for k := range values {
+		out[k] = k
+	}
+	for k, v := range setKey {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *listenerConfig) keyStore() storeSpec {
+	v, k := c.values, c.setKey
+	return storeSpec{
+		typ: v["ssl.keystore.type"], location: v["ssl.keystore.location"], password: v["ssl.keystore.password"],
+		keyPassword: v["ssl.key.password"], inlineKey: v["ssl.keystore.key"], inlineChain: v["ssl.keystore.certificate.chain"],
+		locationKey: k["ssl.keystore.location"], passwordKey: k["ssl.keystore.password"], keyPasswordKey: k["ssl.key.password"],
+		inlineKeyKey: k["ssl.keystore.key"], inlineChainKey: k["ssl.keystore.certificate.chain"],
+	}
+}
+
+func (c *listenerConfig) trustStore() storeSpec {
+	v, k := c.values, c.setKey
+	return storeSpec{
+		typ: v["ssl.truststore.type"], location: v["ssl.truststore.location"], password: v["ssl.truststore.password"],
+		inlineChain: v["ssl.truststore.certificates"],
+		locationKey: k["ssl.truststore.location"], passwordKey: k["ssl.truststore.password"], inlineChainKey: k["ssl.truststore.certificates"],
+	}
+}
+
+// NewListener builds a listener's security. Anything it cannot serve as configured (a
+// missing or unreadable store, a mechanism Gregor does not serve, a mechanism without its
+// JAAS configuration) is an error naming the configuration key: a listener never falls back
+// to less security than configured.
+func NewListener(o ListenerOptions) (*Listener, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &listenerConfig{name: o.Name, protocol: o.Protocol, values: o.Values, setKey: withDefaults(o.SetKey, o.Values)}
+	l := &Listener{name: o.Name, protocol: o.Protocol, mechanisms: map[string]mechanism{}}
+	var err error
+	if l.reauth, err = millis(c, "connections.max.reauth.ms"); err != nil {
+		return nil, err
+	}
+	if l.failDelay, err = millis(c, "connection.failed.authentication.delay.ms"); err != nil {
+		return nil, err
+	}
+	l.maxReceive = 524288
+	if v := c.values["sasl.server.max.receive.size"]; v != "" {
+		var n int32
+		if _, err := fmt.Sscan(v, &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive size", c.setKey["sasl.server.max.receive.size"], v)
+		}
+		l.maxReceive = n
+	}
+	switch o.Protocol {
+	case ProtocolPlaintext:
+	case ProtocolSSL, ProtocolSASLSSL:
+		if l.tls, err = newServerTLS(c, log.With("listener", o.Name)); err != nil {
+			return nil, err
+		}
+	case ProtocolSASLPlaintext:
+	default:
+		return nil, fmt.Errorf("listener %s: unknown security protocol %q", o.Name, o.Protocol)
+	}
+	if l.SASL() {
+		if err := l.setupSASL(c, o.Scram); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func millis(c *listenerConfig, key string) (time.Duration, error) {
+	v := c.values[key]
+	if v == "" {
+		return 0, nil
+	}
+	var n int64
+	if _, err := fmt.Sscan(v, &n); err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: %q is not a non-negative number of milliseconds", c.setKey[key], v)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// setupSASL builds the enabled mechanisms of a SASL listener.
+func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials) error {
+	key := c.setKey["sasl.enabled.mechanisms"]
+	l.enabled = splitComma(c.values["sasl.enabled.mechanisms"])
+	if len(l.enabled) == 0 {
+		return fmt.Errorf("listener %s (%s): %s is empty: a SASL listener needs at least one mechanism", c.name, c.protocol, key)
+	}
+	for _, m := range l.enabled {
+		jaasKey := "listener.name." + strings.ToLower(c.name) + "." + strings.ToLower(m) + ".sasl.jaas.config"
+		switch m {
+		case Plain:
+			text, ok := c.values[strings.ToLower(m)+".sasl.jaas.config"]
+			if !ok {
+				return fmt.Errorf("listener %s: PLAIN is enabled (%s) but %s is not set: the users come from its user_<name>=\"<password>\" options", c.name, key, jaasKey)
+			}
+			j, err := ParseJAAS(text)
+			if err != nil {
+				return fmt.Errorf("%s: %w", jaasKey, err)
+			}
+			p, err := newPlain(j)
+			if err != nil {
+				return fmt.Errorf("%s: %w", jaasKey, err)
+			}
+			l.mechanisms[m] = p
+		case ScramSHA256, ScramSHA512:
+			s, err := newScram(m, creds)
+			if err != nil {
+				return fmt.Errorf("listener %s: %s: %w", c.name, m, err)
+			}
+			l.mechanisms[m] = s
+		default:
+			return fmt.Errorf("listener %s (%s): %s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", c.name, c.protocol, key, m)
+		}
+	}
+	return nil
+}
+
+// Name is the listener's name.
+func (l *Listener) Name() string { return l.name }
+
+// Protocol is the listener's security protocol.
+func (l *Listener) Protocol() string { return l.protocol }
+
+// TLS is the tls.Config for a new connection, nil on a listener without TLS.
+func (l *Listener) TLS() *tls.Config {
+	if l.tls == nil {
+		return nil
+	}
+	return l.tls.Config()
+}
+
+// SASL reports whether connections must authenticate with SASL.
+func (l *Listener) SASL() bool {
+	return l.protocol == ProtocolSASLPlaintext || l.protocol == ProtocolSASLSSL
+}
+
+// Mechanisms are the enabled SASL mechanisms, as configured.
+func (l *Listener) Mechanisms() []string { return slices.Clone(l.enabled) }
+
+// FailedAuthenticationDelay is connection.failed.authentication.delay.ms.
+func (l *Listener) FailedAuthenticationDelay() time.Duration { return l.failDelay }
+
+// MaxReceive is sasl.server.max.receive.size: the largest frame a connection may send
+// before it is authenticated.
+func (l *Listener) MaxReceive() int32 { return l.maxReceive }

@@ -1,0 +1,274 @@
+package security
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TLS configuration of a listener (server side) and of the broker's own outgoing
+// connections (client side), from Kafka's ssl.* keys.
+//
+// Reloading: a server's key and trust stores are files; before a handshake, at most once per
+// reloadCheck, their sizes and modification times are compared with those last loaded, and
+// on a change they are loaded again (certificate rotation without a restart). A store that
+// fails to load keeps the previous one in service and is logged; the next change is tried
+// again.
+
+// reloadCheck bounds how often a listener looks at its store files.
+const reloadCheck = time.Second
+
+// tlsSettings are the ssl.* values that are not stores.
+type tlsSettings struct {
+	clientAuth tls.ClientAuthType
+	minVersion uint16
+	maxVersion uint16
+	ciphers    []uint16 // nil: Go's defaults
+}
+
+// ServerTLS serves TLS on one listener. Safe for concurrent use.
+type ServerTLS struct {
+	key, trust storeSpec
+	settings   tlsSettings
+	mapper     *PrincipalMapper
+	log        *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		cfg     *tls.Config
+		stamps  map[string]fileStamp // store files as last loaded
+		checked time.Time            // last look at the files
+	}
+}
+
+// fileStamp identifies a version of a file.
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+func stampOf(path string) (fileStamp, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, false
+	}
+	return fileStamp{fi.Size(), fi.ModTime()}, true
+}
+
+// newServerTLS loads a listener's stores; an error names the configuration key at fault.
+func newServerTLS(c *listenerConfig, log *slog.Logger) (*ServerTLS, error) {
+	s := &ServerTLS{key: c.keyStore(), trust: c.trustStore(), log: log}
+	if !s.key.configured() {
+		return nil, fmt.Errorf("listener %s (%s) needs a key store: set %s (or %s and %s with ssl.keystore.type=PEM)",
+			c.name, c.protocol, c.setKey["ssl.keystore.location"], c.setKey["ssl.keystore.key"], c.setKey["ssl.keystore.certificate.chain"])
+	}
+	var err error
+	if s.settings, err = c.tlsSettings(); err != nil {
+		return nil, err
+	}
+	if s.settings.clientAuth != tls.NoClientCert && !s.trust.configured() {
+		return nil, fmt.Errorf("listener %s: %s=%s needs a trust store to verify client certificates: set %s",
+			c.name, c.setKey["ssl.client.auth"], c.values["ssl.client.auth"], c.setKey["ssl.truststore.location"])
+	}
+	if s.mapper, err = ParsePrincipalMapping(c.values["ssl.principal.mapping.rules"]); err != nil {
+		return nil, fmt.Errorf("listener %s: %s: %w", c.name, c.setKey["ssl.principal.mapping.rules"], err)
+	}
+	cfg, stamps, err := s.load()
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", c.name, err)
+	}
+	s.mu.cfg, s.mu.stamps, s.mu.checked = cfg, stamps, time.Now()
+	return s, nil
+}
+
+// load reads the stores and builds the tls.Config.
+func (s *ServerTLS) load() (*tls.Config, map[string]fileStamp, error) {
+	stamps := map[string]fileStamp{}
+	for _, p := range []string{s.key.location, s.trust.location} {
+		if p != "" {
+			st, _ := stampOf(p) // a missing file fails the load below, with its error
+			stamps[p] = st
+		}
+	}
+	cert, err := loadKeyPair(s.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   s.settings.clientAuth,
+		MinVersion:   s.settings.minVersion,
+		MaxVersion:   s.settings.maxVersion,
+		CipherSuites: s.settings.ciphers,
+	}
+	if s.trust.configured() {
+		if cfg.ClientCAs, err = loadTrust(s.trust); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cfg, stamps, nil
+}
+
+// Config is the tls.Config to serve a connection with: the one in service, reloaded first
+// when its files changed.
+func (s *ServerTLS) Config() *tls.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if now.Sub(s.mu.checked) < reloadCheck {
+		return s.mu.cfg
+	}
+	s.mu.checked = now
+	changed := false
+	for p, old := range s.mu.stamps {
+		if st, ok := stampOf(p); ok && st != old {
+			changed = true
+		}
+	}
+	if !changed {
+		return s.mu.cfg
+	}
+	cfg, stamps, err := s.load()
+	if err != nil {
+		s.log.Warn("TLS stores changed but cannot be loaded; keeping the ones in service", "err", err)
+		// Remember the failed version so the same broken files are not retried on every
+		// connection; a later change is tried again.
+		for p := range s.mu.stamps {
+			if st, ok := stampOf(p); ok {
+				s.mu.stamps[p] = st
+			}
+		}
+		return s.mu.cfg
+	}
+	s.log.Info("TLS stores reloaded", "files", strings.Join(keysOf(stamps), ","))
+	s.mu.cfg, s.mu.stamps = cfg, stamps
+	return cfg
+}
+
+func keysOf(m map[string]fileStamp) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// peerName maps the verified client certificate of a TLS connection to a principal name;
+// ok is false when no ssl.principal.mapping.rules rule matches it. Without a certificate
+// there is no name (the caller uses ANONYMOUS).
+func (s *ServerTLS) peerName(cs tls.ConnectionState) (name string, hasCert, ok bool) {
+	if len(cs.PeerCertificates) == 0 {
+		return "", false, true
+	}
+	n, ok := s.mapper.Name(DistinguishedName(cs.PeerCertificates[0]))
+	return n, true, ok
+}
+
+// tlsSettings reads ssl.client.auth, ssl.enabled.protocols, ssl.protocol and
+// ssl.cipher.suites.
+func (c *listenerConfig) tlsSettings() (tlsSettings, error) {
+	var t tlsSettings
+	switch c.values["ssl.client.auth"] {
+	case "required":
+		t.clientAuth = tls.RequireAndVerifyClientCert
+	case "requested":
+		t.clientAuth = tls.VerifyClientCertIfGiven
+	default:
+		t.clientAuth = tls.NoClientCert
+	}
+	for _, p := range splitComma(c.values["ssl.enabled.protocols"]) {
+		v := map[string]uint16{"TLSv1.2": tls.VersionTLS12, "TLSv1.3": tls.VersionTLS13}[p]
+		if v == 0 {
+			return t, fmt.Errorf("%s: %q is not a TLS version Gregor serves (TLSv1.2, TLSv1.3)", c.setKey["ssl.enabled.protocols"], p)
+		}
+		if t.minVersion == 0 || v < t.minVersion {
+			t.minVersion = v
+		}
+		if v > t.maxVersion {
+			t.maxVersion = v
+		}
+	}
+	if t.minVersion == 0 {
+		return t, fmt.Errorf("%s: no TLS version enabled", c.setKey["ssl.enabled.protocols"])
+	}
+	known := map[string]uint16{}
+	for _, cs := range tls.CipherSuites() {
+		known[cs.Name] = cs.ID
+	}
+	tls13 := map[string]bool{}
+	for _, id := range []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256} {
+		tls13[tls.CipherSuiteName(id)] = true
+	}
+	for _, name := range splitComma(c.values["ssl.cipher.suites"]) {
+		if tls13[name] {
+			continue // TLS 1.3 suites are always enabled (crypto/tls does not configure them)
+		}
+		id, ok := known[name]
+		if !ok {
+			return t, fmt.Errorf("%s: %q is not a secure TLS 1.2 cipher suite Gregor knows (IANA names, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)", c.setKey["ssl.cipher.suites"], name)
+		}
+		t.ciphers = append(t.ciphers, id)
+	}
+	return t, nil
+}
+
+// ClientTLS builds the tls.Config of an outgoing connection to host from Kafka client
+// properties (ssl.truststore.*, ssl.keystore.* for mutual TLS,
+// ssl.endpoint.identification.algorithm, ssl.enabled.protocols, ssl.cipher.suites): what
+// the broker uses towards other brokers and the controllers, and the command-line tools
+// with --command-config. Without a trust store the system's roots are trusted.
+func ClientTLS(values map[string]string, setKey map[string]string) (*tls.Config, error) {
+	c := &listenerConfig{name: "client", values: values, setKey: withDefaults(setKey, values)}
+	t, err := c.tlsSettings()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: t.minVersion, MaxVersion: t.maxVersion, CipherSuites: t.ciphers}
+	if p := values["ssl.protocol"]; p == "TLSv1.2" && cfg.MaxVersion > tls.VersionTLS12 {
+		cfg.MaxVersion = tls.VersionTLS12
+	}
+	if ts := c.trustStore(); ts.configured() {
+		if cfg.RootCAs, err = loadTrust(ts); err != nil {
+			return nil, err
+		}
+	}
+	if ks := c.keyStore(); ks.configured() {
+		cert, err := loadKeyPair(ks)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if values["ssl.endpoint.identification.algorithm"] == "" {
+		// Verify the chain but not the host name, as Kafka does with the algorithm unset.
+		roots := cfg.RootCAs
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("security: the server sent no certificate")
+			}
+			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+			for _, ic := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(ic)
+			}
+			_, err := cs.PeerCertificates[0].Verify(opts)
+			return err
+		}
+	}
+	return cfg, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
