@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/wire"
 )
@@ -58,5 +60,26 @@ func (b *Broker) dialBroker(ctx context.Context, addr, clientID string) (*wire.C
 	return wire.DialSecure(ctx, addr, clientID, b.interSec)
 }
 
-// scramCredentials finds SCRAM credentials in the broker's metadata image.
-func (b *Broker) scramCredentials() security.ScramCredentials { return nil }
+// scramCredentials finds SCRAM credentials in the broker's metadata image, where
+// AlterUserScramCredentials put them: a new or changed credential authenticates the next
+// connection, with no restart.
+func (b *Broker) scramCredentials() security.ScramCredentials { return imageScram{b.meta} }
+
+// imageScram reads SCRAM credentials from the newest metadata image.
+type imageScram struct{ meta *metadata.Publisher }
+
+func (s imageScram) ScramCredential(user, mechanism string) (security.ScramCredential, bool) {
+	m := state.ScramSHA256
+	switch mechanism {
+	case security.ScramSHA256:
+	case security.ScramSHA512:
+		m = state.ScramSHA512
+	default:
+		return security.ScramCredential{}, false
+	}
+	c, ok := s.meta.Image().ScramCredential(user, m)
+	if !ok {
+		return security.ScramCredential{}, false
+	}
+	return security.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: int(c.Iterations)}, true
+}

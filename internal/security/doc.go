@@ -1,0 +1,56 @@
+// Package security is the connection edge of Kafka's security model: how a listener's
+// connections are encrypted (TLS) and authenticated (SASL), and who each one is (its
+// principal). The server (internal/server) asks it at accept and before each request; the
+// API handlers only ever see the principal it settled on (api.Conn.Principal), which they
+// hand to internal/authz.
+//
+// # Shape
+//
+//   - Listener is one listener's security, built once at start-up from the broker's
+//     configuration (config.Broker.ListenerSecurity: the ssl.*, sasl.* and
+//     connections.max.reauth.ms keys, each overridable per listener as
+//     listener.name.<listener>.<key>, and listener.name.<listener>.<mechanism>.sasl.jaas.config).
+//     NewListener refuses, naming the key, anything it cannot serve as configured: an SSL
+//     or SASL_SSL listener without a readable key store, client authentication without a
+//     trust store, an unknown cipher suite or TLS version, a SASL mechanism Gregor does not
+//     serve (GSSAPI, Kafka's default, and OAUTHBEARER for now), PLAIN without its JAAS
+//     line. A listener never falls back to plaintext or to no authentication.
+//   - ServerTLS (tls.go, keystore.go) loads PEM, PKCS12 and JKS stores, and reloads them
+//     when their files change (checked at most once a second, before a handshake; a store
+//     that fails to load leaves the previous one serving). A client certificate's subject
+//     becomes the principal name through ssl.principal.mapping.rules (principal.go).
+//   - Session (session.go) is one connection's authentication, a deterministic core the
+//     connection goroutine drives with the time: which requests it admits in each state,
+//     the answers to SaslHandshake and SaslAuthenticate, bare tokens after a v0 handshake,
+//     and KIP-368 session expiry and re-authentication. Its state diagram is on the type.
+//   - Mechanisms (mechanism.go): PLAIN against the JAAS line's user_<name> options, and
+//     SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802) against the credentials
+//     AlterUserScramCredentials stored in the metadata log (a ScramCredentials, the broker's
+//     metadata image): salted, never the password itself.
+//   - Client (client.go) is the other side, for the broker's own connections to other
+//     brokers on the inter-broker listener: TLS with the listener's trust store (and key
+//     store for mutual TLS), then SASL with sasl.mechanism.inter.broker.protocol and the
+//     username and password of that mechanism's JAAS line.
+//
+// # Principals
+//
+// PLAINTEXT and SASL before authentication: User:ANONYMOUS. SSL: User:<mapped certificate
+// subject>, or User:ANONYMOUS without a client certificate. SASL_PLAINTEXT and SASL_SSL:
+// User:<the authenticated name>. A re-authentication must keep the principal and the
+// mechanism.
+//
+// # Failures
+//
+// Every failure closes the connection with one log line and reaches no API handler. A failed
+// SASL step is answered (SASL_AUTHENTICATION_FAILED with Kafka's message, or
+// UNSUPPORTED_SASL_MECHANISM with the enabled list, or ILLEGAL_SASL_STATE for a malformed
+// token) after connection.failed.authentication.delay.ms, then the connection is closed;
+// only the failing connection's goroutine waits, so the broker stays responsive to others.
+// Frames before authentication are bounded by sasl.server.max.receive.size.
+//
+// # Concurrency
+//
+// Listener and its mechanisms are immutable and shared by every connection; ServerTLS guards
+// the tls.Config in service and the stores' file stamps with its mutex (held only to check
+// and swap, never during a handshake). A Session belongs to its connection's goroutine.
+package security
