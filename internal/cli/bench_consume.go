@@ -226,6 +226,11 @@ final result as JSON (progress goes to stderr).`,
 			if o.Brokers, err = cf.seedBrokers(); err != nil {
 				return err
 			}
+			sec, err := cf.securityOpts()
+			if err != nil {
+				return err
+			}
+			o.ExtraOpts = append(sec, o.ExtraOpts...)
 			switch isolation {
 			case "read_uncommitted":
 			case "read_committed":

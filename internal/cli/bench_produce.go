@@ -352,6 +352,11 @@ final result as JSON (progress goes to stderr).`,
 			if o.Brokers, err = cf.seedBrokers(); err != nil {
 				return err
 			}
+			sec, err := cf.securityOpts()
+			if err != nil {
+				return err
+			}
+			o.ExtraOpts = append(sec, o.ExtraOpts...)
 			o.Linger = time.Duration(lingerMs) * time.Millisecond
 			o.ReportInterval = time.Duration(reportIntervalMs) * time.Millisecond
 			o.DisableIdempotence = !idempotent

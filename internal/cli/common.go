@@ -47,15 +47,21 @@ func AddCommands(root *cobra.Command) {
 
 // clientFlags holds the connection and output flags every tool shares.
 type clientFlags struct {
-	bootstrap string
-	output    string
+	bootstrap     string
+	output        string
+	commandConfig string // --command-config: Kafka client properties (security.go)
 }
 
 // registerBootstrap adds -b/--bootstrap-server to cmd and its subcommands.
 func (f *clientFlags) registerBootstrap(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVarP(&f.bootstrap, "bootstrap-server", "b", DefaultBootstrapServer,
 		"broker(s) to bootstrap from, HOST:PORT[,HOST:PORT...]")
+	cmd.PersistentFlags().StringVar(&f.commandConfig, "command-config", "",
+		"Kafka client properties file (security.protocol, sasl.*, ssl.*) for a secured cluster")
 }
+
+// securityOpts are the client options of --command-config.
+func (f *clientFlags) securityOpts() ([]kgo.Opt, error) { return commandConfigOpts(f.commandConfig) }
 
 // registerOutput adds -o/--output to cmd and its subcommands.
 func (f *clientFlags) registerOutput(cmd *cobra.Command) {
@@ -104,7 +110,11 @@ func (f *clientFlags) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newKgoClient(seeds, extra...)
+	sec, err := f.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	return newKgoClient(seeds, append(sec, extra...)...)
 }
 
 func newKgoClient(seeds []string, extra ...kgo.Opt) (*kgo.Client, error) {

@@ -63,3 +63,12 @@ func TestSCRAMOverSSL(t *testing.T) {
 		t.Fatalf("after the credential was deleted: %v", err)
 	}
 }
+
+// setScram gives user a SCRAM-SHA-512 credential through AlterUserScramCredentials.
+func setScram(t *testing.T, cl *kgo.Client, user, pass string) {
+	t.Helper()
+	res, err := kadm.NewClient(cl).AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: 8192, Password: pass}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("alter SCRAM credentials: %v %v", err, res.Error())
+	}
+}

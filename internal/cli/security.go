@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/security"
+)
+
+// --command-config FILE: Kafka's client properties, as every kafka-*.sh tool takes them, so
+// the tools work against a secured cluster with the file a Kafka user already has:
+//
+//	security.protocol=SASL_SSL
+//	sasl.mechanism=SCRAM-SHA-512
+//	sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";
+//	ssl.truststore.type=PEM
+//	ssl.truststore.location=/etc/gregor/ca.pem
+//
+// Keys understood: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+// sasl.jaas.config (its username and password), the ssl.* trust store, key store (mutual TLS)
+// and protocol keys, and client.id. Any other key is refused by name rather than ignored.
+
+// commandConfigKeys are the client properties --command-config accepts.
+var commandConfigKeys = map[string]bool{
+	"security.protocol": true, "sasl.mechanism": true, "sasl.jaas.config": true, "client.id": true,
+	"ssl.truststore.type": true, "ssl.truststore.location": true, "ssl.truststore.password": true, "ssl.truststore.certificates": true,
+	"ssl.keystore.type": true, "ssl.keystore.location": true, "ssl.keystore.password": true, "ssl.key.password": true,
+	"ssl.keystore.key": true, "ssl.keystore.certificate.chain": true,
+	"ssl.endpoint.identification.algorithm": true, "ssl.enabled.protocols": true, "ssl.protocol": true, "ssl.cipher.suites": true,
+}
+
+// commandConfigOpts reads a client properties file into client options.
+func commandConfigOpts(path string) ([]kgo.Opt, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config: %w", err)
+	}
+	props, err := config.ReadProperties(f)
+	cerr := f.Close()
+	if err = errors.Join(err, cerr); err != nil {
+		return nil, fmt.Errorf("--command-config %s: %w", path, err)
+	}
+	return clientSecurityOpts(props, path)
+}
+
+// clientSecurityOpts turns client properties into client options.
+func clientSecurityOpts(props map[string]string, path string) ([]kgo.Opt, error) {
+	for k := range props {
+		if !commandConfigKeys[k] {
+			return nil, fmt.Errorf("--command-config %s: %s is not a client property the tools understand", path, k)
+		}
+	}
+	var opts []kgo.Opt
+	if id := props["client.id"]; id != "" {
+		opts = append(opts, kgo.ClientID(id))
+	}
+	proto := strings.ToUpper(strings.TrimSpace(props["security.protocol"]))
+	if proto == "" {
+		proto = security.ProtocolPlaintext
+	}
+	switch proto {
+	case security.ProtocolPlaintext, security.ProtocolSASLPlaintext:
+	case security.ProtocolSSL, security.ProtocolSASLSSL:
+		values := map[string]string{
+			"ssl.truststore.type": "JKS", "ssl.keystore.type": "JKS", "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+			"ssl.protocol": "TLSv1.3", "ssl.endpoint.identification.algorithm": "https",
+		}
+		for k, v := range props {
+			if strings.HasPrefix(k, "ssl.") {
+				values[k] = strings.TrimSpace(v)
+			}
+		}
+		cfg, err := security.ClientTLS(values, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--command-config %s: %w", path, err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	default:
+		return nil, fmt.Errorf("--command-config %s: security.protocol %q is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", path, props["security.protocol"])
+	}
+	if proto == security.ProtocolSASLPlaintext || proto == security.ProtocolSASLSSL {
+		m, err := saslMechanism(props, path)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// saslMechanism builds the client's SASL mechanism from sasl.mechanism and sasl.jaas.config.
+func saslMechanism(props map[string]string, path string) (sasl.Mechanism, error) {
+	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
+	if mech == "" {
+		mech = security.GSSAPI // Kafka's client default
+	}
+	j, err := security.ParseJAAS(props["sasl.jaas.config"])
+	if err != nil {
+		return nil, fmt.Errorf("--command-config %s: sasl.jaas.config: %w", path, err)
+	}
+	user, pass := j.Options["username"], j.Options["password"]
+	switch mech {
+	case security.Plain:
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case security.ScramSHA256:
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case security.ScramSHA512:
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("--command-config %s: sasl.mechanism %s is not supported by the tools (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", path, mech)
+}
