@@ -20,7 +20,29 @@ const killRounds = 10
 // offsets are contiguous and the three logs are byte-identical below the
 // high watermark.
 func TestKillLeaderRepeatedly(t *testing.T) {
-	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
+	killLeaderRepeatedly(t, testutil.ClusterOptions{Nodes: 3}, killRounds)
+}
+
+// The same test with replication secured: the brokers' INTERNAL listener is SASL_SSL (TLS
+// with the test CA's certificates, SASL PLAIN between brokers), so every follower fetch and
+// every marker crosses TLS and authenticates, through the kills and restarts.
+func TestKillLeaderRepeatedlySecured(t *testing.T) {
+	ca := testutil.NewCA(t)
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`
+	killLeaderRepeatedly(t, testutil.ClusterOptions{Nodes: 3, Sets: []string{
+		"listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT",
+		"listener.name.internal.ssl.keystore.type=PEM",
+		"listener.name.internal.ssl.keystore.location=" + ca.KeyPEM("broker", ca.Issue("broker")),
+		"listener.name.internal.ssl.truststore.type=PEM",
+		"listener.name.internal.ssl.truststore.location=" + ca.TrustPEM(),
+		"listener.name.internal.sasl.enabled.mechanisms=PLAIN",
+		"listener.name.internal.plain.sasl.jaas.config=" + jaas,
+		"sasl.mechanism.inter.broker.protocol=PLAIN",
+	}}, 4)
+}
+
+func killLeaderRepeatedly(t *testing.T, opt testutil.ClusterOptions, killRounds int) {
+	c := testutil.StartCluster(t, opt)
 	const topic = "kill-leader"
 	CreateTopic(t, c, topic, 3, map[string]string{"min.insync.replicas": "2"})
 
