@@ -2,12 +2,14 @@ package security
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"crypto/sha512"
+	"hash"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/xdg-go/scram"
 )
 
 // SASL mechanism names, as clients send them in SaslHandshake.
@@ -114,62 +116,21 @@ func (e *plainExchange) step(in []byte) ([]byte, bool, error) {
 }
 
 // scramMechanism is SCRAM-SHA-256 or SCRAM-SHA-512 (RFC 5802, RFC 7677) against the
-// credentials in the metadata log.
+// credentials in the metadata log, as Kafka's ScramSaslServer serves it (scram.go).
 type scramMechanism struct {
-	mech string
-	srv  *scram.Server
+	mech  string
+	creds ScramCredentials
+	hash  func() hash.Hash
 }
 
 func newScram(mech string, creds ScramCredentials) (*scramMechanism, error) {
-	h := scram.SHA256
+	h := sha256.New
 	if mech == ScramSHA512 {
-		h = scram.SHA512
+		h = sha512.New
 	}
-	srv, err := h.NewServer(func(user string) (scram.StoredCredentials, error) {
-		if creds == nil {
-			return scram.StoredCredentials{}, errors.New("no credentials")
-		}
-		c, ok := creds.ScramCredential(user, mech)
-		if !ok {
-			return scram.StoredCredentials{}, errors.New("unknown user")
-		}
-		return scram.StoredCredentials{
-			KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: c.Iterations},
-			StoredKey:  c.StoredKey, ServerKey: c.ServerKey,
-		}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &scramMechanism{mech: mech, srv: srv}, nil
+	return &scramMechanism{mech: mech, creds: creds, hash: h}, nil
 }
 
 func (m *scramMechanism) name() string { return m.mech }
 
-func (m *scramMechanism) start() exchange {
-	return &scramExchange{m: m, conv: m.srv.NewConversation()}
-}
-
-type scramExchange struct {
-	m    *scramMechanism
-	conv *scram.ServerConversation
-}
-
-func (e *scramExchange) user() string { return e.conv.Username() }
-
-func (e *scramExchange) step(in []byte) ([]byte, bool, error) {
-	out, err := e.conv.Step(string(in))
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: Authentication failed during authentication due to invalid credentials with SASL mechanism %s", errAuthFailed, e.m.mech)
-	}
-	if !e.conv.Done() {
-		return []byte(out), false, nil
-	}
-	if !e.conv.Valid() {
-		return nil, false, fmt.Errorf("%w: Authentication failed during authentication due to invalid credentials with SASL mechanism %s", errAuthFailed, e.m.mech)
-	}
-	if a := e.conv.AuthzID(); a != "" && a != e.conv.Username() {
-		return nil, false, fmt.Errorf("%w: Authentication failed: Client requested an authorization id that is different from username", errAuthFailed)
-	}
-	return []byte(out), true, nil
-}
+func (m *scramMechanism) start() exchange { return &scramExchange{m: m} }
