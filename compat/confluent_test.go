@@ -34,6 +34,9 @@ func (confluentClient) Caps() Caps {
 
 func ckConfig(addr string, kv ...any) *kafka.ConfigMap {
 	cm := &kafka.ConfigMap{"bootstrap.servers": addr, "log_level": 3}
+	for _, p := range secured(addr).librdkafka() { // a secured listener's TLS and SASL properties
+		(*cm)[p[0]] = p[1]
+	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		(*cm)[kv[i].(string)] = kv[i+1]
 	}

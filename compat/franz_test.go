@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/gregor-project/gregor/compat"
 )
@@ -55,7 +56,20 @@ var franzCodecs = map[string]kgo.CompressionCodec{
 func kgoCodec(name string) kgo.Opt { return kgo.ProducerBatchCompression(franzCodecs[name]) }
 
 func franzNew(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(addr)}, franzSecurity(addr)...), opts...)...)
+}
+
+// franzSecurity is franz-go's TLS and SASL configuration for a secured listener.
+func franzSecurity(addr string) []kgo.Opt {
+	sc := secured(addr)
+	if sc == nil {
+		return nil
+	}
+	opts := []kgo.Opt{kgo.DialTLSConfig(sc.TLS.Clone())}
+	if sc.Mechanism == "SCRAM-SHA-512" {
+		opts = append(opts, kgo.SASL(scram.Auth{User: sc.User, Pass: sc.Password}.AsSha512Mechanism()))
+	}
+	return opts
 }
 
 func (franzClient) Admin(ctx context.Context, addr, topic string) (AdminResult, error) {

@@ -10,6 +10,8 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
+	"github.com/segmentio/kafka-go/sasl"
+	kgscram "github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/gregor-project/gregor/compat"
 )
@@ -27,6 +29,38 @@ func TestKafkaGo(t *testing.T) {
 // created by another client is unknown to it until then (as against Kafka).
 type kafkaGoClient struct{}
 
+// kafkaGoSASL is kafka-go's SASL mechanism for a secured listener (nil without SASL).
+func kafkaGoSASL(sc *secConn) sasl.Mechanism {
+	if sc == nil || sc.Mechanism != "SCRAM-SHA-512" {
+		return nil
+	}
+	m, err := kgscram.Mechanism(kgscram.SHA512, sc.User, sc.Password)
+	if err != nil {
+		panic(err) // only for an unknown algorithm
+	}
+	return m
+}
+
+// kafkaGoTransport is a new Transport (for Writer and Client) with the TLS and SASL
+// configuration of a secured listener.
+func kafkaGoTransport(addr string) *kafka.Transport {
+	sc := secured(addr)
+	if sc == nil {
+		return &kafka.Transport{}
+	}
+	return &kafka.Transport{TLS: sc.TLS.Clone(), SASL: kafkaGoSASL(sc)}
+}
+
+// kafkaGoDialer is the Dialer (for Reader and ConsumerGroup) of a secured listener; nil, the
+// default, for a PLAINTEXT one.
+func kafkaGoDialer(addr string) *kafka.Dialer {
+	sc := secured(addr)
+	if sc == nil {
+		return nil
+	}
+	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: sc.TLS.Clone(), SASLMechanism: kafkaGoSASL(sc)}
+}
+
 func (kafkaGoClient) Info() compat.ClientInfo {
 	return compat.ClientInfo{Name: "kafka-go", Language: "Go", Version: goModVersion("github.com/segmentio/kafka-go"), Order: 3}
 }
@@ -41,7 +75,7 @@ var kafkaGoCodecs = map[string]compress.Compression{
 
 func (kafkaGoClient) Admin(ctx context.Context, addr, topic string) (AdminResult, error) {
 	var res AdminResult
-	tr := &kafka.Transport{}
+	tr := kafkaGoTransport(addr)
 	defer tr.CloseIdleConnections()
 	cl := &kafka.Client{Addr: kafka.TCP(addr), Transport: tr}
 	cr, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
@@ -121,7 +155,7 @@ func fromKafkaGo(m kafka.Message) Rec {
 // write produces recs with a Writer; explicit partitions go through a balancer that
 // returns them (the Writer has no per-message partition).
 func kafkaGoWrite(ctx context.Context, addr, topic, codec string, recs []Rec) error {
-	tr := &kafka.Transport{}
+	tr := kafkaGoTransport(addr)
 	defer tr.CloseIdleConnections()
 	w := &kafka.Writer{Addr: kafka.TCP(addr), Topic: topic, RequiredAcks: kafka.RequireAll,
 		Compression: kafkaGoCodecs[codec], BatchTimeout: 10 * time.Millisecond, Transport: tr}
@@ -166,7 +200,7 @@ func kafkaGoRead(ctx context.Context, addr, topic string, parts []int, start fun
 		wg   sync.WaitGroup
 	)
 	for _, p := range parts {
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Dialer: kafkaGoDialer(addr), Topic: topic, Partition: p, MaxWait: 100 * time.Millisecond})
 		defer r.Close()
 		if err := start(r); err != nil {
 			return nil, err
@@ -206,7 +240,7 @@ func kafkaGoRead(ctx context.Context, addr, topic string, parts []int, start fun
 }
 
 func kafkaGoPartitions(ctx context.Context, addr, topic string) ([]int, error) {
-	tr := &kafka.Transport{}
+	tr := kafkaGoTransport(addr)
 	defer tr.CloseIdleConnections()
 	cl := &kafka.Client{Addr: kafka.TCP(addr), Transport: tr}
 	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
@@ -248,7 +282,7 @@ func (kafkaGoClient) Group(ctx context.Context, addr, topic, group string, recs 
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
 	for i := range 2 {
-		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{ID: group, Brokers: []string{addr},
+		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{ID: group, Brokers: []string{addr}, Dialer: kafkaGoDialer(addr),
 			Topics: []string{topic}, StartOffset: kafka.FirstOffset})
 		if err != nil {
 			return members, err
@@ -272,7 +306,7 @@ func (kafkaGoClient) Group(ctx context.Context, addr, topic, group string, recs 
 				for _, pa := range gen.Assignments[topic] {
 					assigned[i] = append(assigned[i], int32(pa.ID))
 					gen.Start(func(gctx context.Context) {
-						r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Topic: topic, Partition: pa.ID, MaxWait: 100 * time.Millisecond})
+						r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{addr}, Dialer: kafkaGoDialer(addr), Topic: topic, Partition: pa.ID, MaxWait: 100 * time.Millisecond})
 						defer r.Close()
 						if err := r.SetOffset(pa.Offset); err != nil {
 							return

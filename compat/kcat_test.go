@@ -56,13 +56,27 @@ func (kcatClient) Caps() Caps {
 		Note: "kcat sets no record timestamps (the producer's clock is used); its -H headers apply to every record of a run"}
 }
 
+// kcatSecurity adds -X properties for the TLS and SASL settings of the secured listener that
+// args name with -b.
+func kcatSecurity(args []string) []string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-b" {
+			for _, p := range secured(args[i+1]).librdkafka() {
+				args = append(args, "-X", p[0]+"="+p[1])
+			}
+			break
+		}
+	}
+	return args
+}
+
 // run runs kcat with stdin and returns stdout; a non-zero exit is an error with stderr.
 func kcatRun(ctx context.Context, stdin []byte, args ...string) ([]byte, []byte, error) {
 	p, err := kcatPath()
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd := exec.CommandContext(ctx, p, args...)
+	cmd := exec.CommandContext(ctx, p, kcatSecurity(args)...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -223,7 +237,7 @@ func (kcatClient) Group(ctx context.Context, addr, topic, group string, recs []R
 	var ms [2]*kcatMember
 	for i := range ms {
 		m := &kcatMember{done: make(chan struct{})}
-		m.cmd = exec.CommandContext(ctx, p, "-b", addr, "-G", group, "-X", "auto.offset.reset=earliest", "-f", kcatFormat, "-u", topic)
+		m.cmd = exec.CommandContext(ctx, p, kcatSecurity([]string{"-b", addr, "-G", group, "-X", "auto.offset.reset=earliest", "-f", kcatFormat, "-u", topic})...)
 		stderr, err := m.cmd.StderrPipe()
 		if err != nil {
 			return members, err

@@ -28,6 +28,7 @@ const (
 	SectionInterop  = "interop"  // Client (reader) × "read:<writer>"
 	SectionOld      = "old"      // old-protocol client × OldSteps
 	SectionTxn      = "txn"      // Client × TxnSteps
+	SectionSecurity = "security" // Client × SecuritySteps
 )
 
 // Step is one column of a table.
@@ -66,6 +67,12 @@ var TxnSteps = []Step{
 	{"read-uncommitted", "read_uncommitted", "the client reads with isolation read_uncommitted: the committed and the aborted records in order, no control record handed to the application"},
 	{"transform", "consume-transform-produce", "a group consumer copies 30 records to another topic in transactions that also commit its offsets: the copy holds each record once, the group's offsets stand at the input's end"},
 	{"fencing", "fencing", "a second producer with the same transactional.id fences the first: the first's next write and its commit fail with the error the client reports against Kafka, and its open transaction is aborted"},
+}
+
+// SecuritySteps are the scenario's produce, consume and group steps over secured listeners.
+var SecuritySteps = []Step{
+	{"scram-sha-512", "SCRAM-SHA-512 over SASL_SSL", "the client trusts the test CA and authenticates with SCRAM-SHA-512 (a credential set with AlterUserScramCredentials); it produces 20 records, reads them back, and two group members split 3 partitions, read 30 records and commit"},
+	{"mtls", "mutual TLS over SSL", "the listener requires a client certificate (ssl.client.auth=required); the client presents one signed by the test CA (PEM files) and runs the same steps"},
 }
 
 // Outcome is the result of one (client, step).
@@ -257,6 +264,14 @@ func (r *Report) Markdown(w io.Writer) error {
 		b.WriteString("both isolation levels, runs a consume-transform-produce step and is fenced by a second producer\n")
 		b.WriteString("with its transactional.id.\n\n")
 		table(SectionTxn, TxnSteps)
+	}
+
+	if len(rows(SectionSecurity)) > 0 {
+		b.WriteString("## Security\n\n")
+		b.WriteString("Every client connects to a broker's SASL_SSL and SSL listeners with its own TLS and SASL\n")
+		b.WriteString("settings, as its users configure it against Kafka, and runs the scenario's produce, consume\n")
+		b.WriteString("and group steps there; what the broker stored and committed is checked over PLAINTEXT.\n\n")
+		table(SectionSecurity, SecuritySteps)
 	}
 
 	if len(r.APIs) > 0 {

@@ -24,6 +24,8 @@ func TestMarkdown(t *testing.T) {
 			{SectionOld, "b (older)", "produce", Pass, ""},
 			{SectionTxn, "a", "commit", Pass, ""},
 			{SectionTxn, "a", "fencing", NA, "no admin"},
+			{SectionSecurity, "b", "mtls", Pass, ""},
+			{SectionSecurity, "a", "scram-sha-512", Fail, "not yet passing: x"},
 		},
 		APIs: []API{{Key: 3, Name: "Metadata", Min: 0, Max: 12}, {Key: 0, Name: "Produce", Min: 0, Max: 12}},
 	}
@@ -51,6 +53,8 @@ func TestMarkdown(t *testing.T) {
 		"| a | C | 1.0 |\n| b | Go | v2 |\n\n",
 		"## Transactions\n",
 		"| a | ✅ |" + strings.Repeat(" |", len(TxnSteps)-2) + " — <sup>1</sup> |\n",
+		"## Security\n",
+		"| client | SCRAM-SHA-512 over SASL_SSL | mutual TLS over SSL |\n|---|:-:|:-:|\n| a | ❌ <sup>3</sup> | |\n| b | | ✅ |\n",
 		"| 0 | Produce | 0–12 |\n| 3 | Metadata | 0–12 |",
 		"1. no admin\n2. not yet passing: boom \\| pipe\n3. not yet passing: x\n",
 	} {

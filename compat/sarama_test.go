@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/xdg-go/scram"
 
 	"github.com/gregor-project/gregor/compat"
 )
@@ -49,8 +50,9 @@ func (c saramaClient) Caps() Caps {
 	}
 }
 
-func (c saramaClient) config() *sarama.Config {
+func (c saramaClient) config(addr string) *sarama.Config {
 	cfg := sarama.NewConfig()
+	saramaSecurity(cfg, addr)
 	if c.old() {
 		cfg.Version = c.version
 	}
@@ -63,6 +65,43 @@ func (c saramaClient) config() *sarama.Config {
 	return cfg
 }
 
+// saramaSecurity sets sarama's TLS and SASL configuration for a secured listener. sarama has
+// no SCRAM implementation of its own: its users plug one in (here xdg-go/scram, as in
+// sarama's examples) through SCRAMClientGeneratorFunc.
+func saramaSecurity(cfg *sarama.Config, addr string) {
+	sc := secured(addr)
+	if sc == nil {
+		return
+	}
+	cfg.Net.TLS.Enable = true
+	cfg.Net.TLS.Config = sc.TLS.Clone()
+	if sc.Mechanism == "SCRAM-SHA-512" {
+		cfg.Net.SASL.Enable = true
+		cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+		cfg.Net.SASL.User, cfg.Net.SASL.Password = sc.User, sc.Password
+		cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &saramaSCRAM{hash: scram.SHA512} }
+	}
+}
+
+// saramaSCRAM is sarama.SCRAMClient over xdg-go/scram.
+type saramaSCRAM struct {
+	hash scram.HashGeneratorFcn
+	conv *scram.ClientConversation
+}
+
+func (s *saramaSCRAM) Begin(user, password, authzID string) error {
+	cl, err := s.hash.NewClient(user, password, authzID)
+	if err != nil {
+		return err
+	}
+	s.conv = cl.NewConversation()
+	return nil
+}
+
+func (s *saramaSCRAM) Step(challenge string) (string, error) { return s.conv.Step(challenge) }
+
+func (s *saramaSCRAM) Done() bool { return s.conv.Done() }
+
 var saramaCodecs = map[string]sarama.CompressionCodec{
 	"none": sarama.CompressionNone, "gzip": sarama.CompressionGZIP, "snappy": sarama.CompressionSnappy,
 	"lz4": sarama.CompressionLZ4, "zstd": sarama.CompressionZSTD,
@@ -70,7 +109,7 @@ var saramaCodecs = map[string]sarama.CompressionCodec{
 
 func (c saramaClient) Admin(ctx context.Context, addr, topic string) (AdminResult, error) {
 	var res AdminResult
-	adm, err := sarama.NewClusterAdmin([]string{addr}, c.config())
+	adm, err := sarama.NewClusterAdmin([]string{addr}, c.config(addr))
 	if err != nil {
 		return res, err
 	}
@@ -108,7 +147,7 @@ func (c saramaClient) Admin(ctx context.Context, addr, topic string) (AdminResul
 }
 
 func (c saramaClient) producer(addr string, codec string, manual bool) (sarama.SyncProducer, error) {
-	cfg := c.config()
+	cfg := c.config(addr)
 	cfg.Producer.Compression = saramaCodecs[codec]
 	if manual {
 		cfg.Producer.Partitioner = sarama.NewManualPartitioner
@@ -167,7 +206,7 @@ func (c saramaClient) Produce(_ context.Context, addr, topic, codec string, recs
 
 // readPartitions reads from every (partition, offset) until n records in all.
 func (c saramaClient) readPartitions(ctx context.Context, addr, topic string, starts map[int32]int64, n int) ([]Rec, error) {
-	cons, err := sarama.NewConsumer([]string{addr}, c.config())
+	cons, err := sarama.NewConsumer([]string{addr}, c.config(addr))
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +259,7 @@ func (c saramaClient) readPartitions(ctx context.Context, addr, topic string, st
 }
 
 func (c saramaClient) Consume(ctx context.Context, addr, topic string, n int) ([]Rec, error) {
-	cl, err := sarama.NewClient([]string{addr}, c.config())
+	cl, err := sarama.NewClient([]string{addr}, c.config(addr))
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +326,7 @@ func (c saramaClient) Group(ctx context.Context, addr, topic, group string, recs
 	if c.old() && !c.version.IsAtLeast(sarama.V0_10_2_0) {
 		return members, notSupported("sarama's consumer groups need Version V0_10_2_0 or later")
 	}
-	cfg := c.config()
+	cfg := c.config(addr)
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = false
 	var (
@@ -367,7 +406,7 @@ func (c saramaClient) SeekOffset(ctx context.Context, addr, topic string, partit
 }
 
 func (c saramaClient) SeekTime(ctx context.Context, addr, topic string, partition int32, ts int64, n int) ([]Rec, error) {
-	cl, err := sarama.NewClient([]string{addr}, c.config())
+	cl, err := sarama.NewClient([]string{addr}, c.config(addr))
 	if err != nil {
 		return nil, err
 	}

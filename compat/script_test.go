@@ -46,6 +46,9 @@ type scriptRequest struct {
 	Config    string         `json:"config,omitempty"`
 	Timeout   float64        `json:"timeout,omitempty"` // seconds the script may wait for records
 	Extra     map[string]any `json:"extra,omitempty"`
+	// Security is how to connect to a secured listener at Addr (see secConn.script): protocol,
+	// mechanism, username, password and PEM files ca, cert, key; absent for PLAINTEXT.
+	Security map[string]string `json:"security,omitempty"`
 	// The transactional ops (see TxnClient).
 	TransactionalID string `json:"transactional_id,omitempty"`
 	Commit          bool   `json:"commit,omitempty"`
@@ -93,6 +96,7 @@ func (c *scriptClient) call(ctx context.Context, op string, req scriptRequest) (
 		return nil, notSupported("%s", why)
 	}
 	req.Extra = c.extra
+	req.Security = secured(req.Addr).script()
 	if d, ok := ctx.Deadline(); ok {
 		// The script gives up waiting for records before it would be killed, so that it can
 		// report what the client said meanwhile. The margin also covers the interpreter's

@@ -18,7 +18,7 @@ func TestSaramaTxn(t *testing.T) {
 // txnProducer is a transactional SyncProducer of txnID (sarama initialises the producer id
 // as it is created): idempotent, acks=all, one request in flight, manual partitions.
 func (c saramaClient) txnProducer(addr, txnID string) (sarama.SyncProducer, error) {
-	cfg := c.config()
+	cfg := c.config(addr)
 	cfg.Producer.Idempotent = true
 	cfg.Producer.Transaction.ID = txnID
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
@@ -131,7 +131,7 @@ func (c saramaClient) Transform(ctx context.Context, addr, in, out, group, txnID
 	}
 	defer p.Close()
 	c.readCommitted = true
-	cfg := c.config()
+	cfg := c.config(addr)
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = false
 	cg, err := sarama.NewConsumerGroup([]string{addr}, group, cfg)

@@ -5,6 +5,7 @@
 // kafkajs reads only through consumer groups, so every read uses a group of its own.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
 const lz4 = require('lz4js')
@@ -32,7 +33,24 @@ const logCreator = () => ({ namespace, level, label, log }) => {
 }
 
 function kafka (req, opts = {}) {
-  return new Kafka({ clientId: 'gregor-compat', brokers: [req.addr], logLevel: logLevel.WARN, logCreator, ...opts })
+  return new Kafka({ clientId: 'gregor-compat', brokers: [req.addr], logLevel: logLevel.WARN, logCreator, ...security(req), ...opts })
+}
+
+// security is kafkajs's ssl and sasl options for a secured listener (the request's
+// "security"): PEM contents, as kafkajs passes ssl to tls.connect.
+function security (req) {
+  const sec = req.security
+  if (!sec) return {}
+  const ssl = { ca: [fs.readFileSync(sec.ca, 'utf8')] }
+  if (sec.cert) {
+    ssl.cert = fs.readFileSync(sec.cert, 'utf8')
+    ssl.key = fs.readFileSync(sec.key, 'utf8')
+  }
+  const out = { ssl }
+  if (sec.mechanism) {
+    out.sasl = { mechanism: sec.mechanism.toLowerCase(), username: sec.username, password: sec.password }
+  }
+  return out
 }
 
 const unb64 = (s) => (s === null || s === undefined ? null : Buffer.from(s, 'base64'))

@@ -13,6 +13,15 @@ from common import deadline_loop, main, rec_out, unb64
 
 def conf(req, **kw):
     c = {"bootstrap.servers": req["addr"], "log_level": 3}
+    sec = req.get("security")
+    if sec:  # a secured listener, as librdkafka properties
+        c["security.protocol"] = sec["protocol"]
+        c["ssl.ca.location"] = sec["ca"]
+        if sec.get("mechanism"):
+            c.update({"sasl.mechanisms": sec["mechanism"], "sasl.username": sec["username"],
+                      "sasl.password": sec["password"]})
+        if sec.get("cert"):
+            c.update({"ssl.certificate.location": sec["cert"], "ssl.key.location": sec["key"]})
     c.update(kw)
     return c
 

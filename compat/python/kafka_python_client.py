@@ -37,6 +37,17 @@ def versioned(req, **kw):
     v = (req.get("extra") or {}).get("api_version")
     if v:
         kw["api_version"] = tuple(v)
+    sec = req.get("security")
+    if sec:  # a secured listener, configured as kafka-python's users do
+        kw["security_protocol"] = sec["protocol"]
+        kw["ssl_cafile"] = sec["ca"]
+        if sec.get("mechanism"):
+            kw["sasl_mechanism"] = sec["mechanism"]
+            kw["sasl_plain_username"] = sec["username"]
+            kw["sasl_plain_password"] = sec["password"]
+        if sec.get("cert"):
+            kw["ssl_certfile"] = sec["cert"]
+            kw["ssl_keyfile"] = sec["key"]
     return kw
 
 

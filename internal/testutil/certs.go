@@ -180,3 +180,10 @@ func (ca *CA) Pool() *x509.CertPool {
 	p.AddCert(ca.cert)
 	return p
 }
+
+// CertFiles writes c's certificate chain and its key as two PEM files, the way most clients
+// outside the JVM take a client certificate (librdkafka's ssl.certificate.location and
+// ssl.key.location, Python's ssl_certfile and ssl_keyfile), and returns their paths.
+func (ca *CA) CertFiles(name string, c *Cert) (certPath, keyPath string) {
+	return ca.write(name+"-cert.pem", []byte(c.CertPEM)), ca.write(name+"-key.pem", []byte(c.KeyPEM))
+}
