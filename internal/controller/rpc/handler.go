@@ -101,6 +101,7 @@ func init() {
 		kmsg.AlterPartitionAssignments.Int16():  {0, 1, handleAlterPartitionAssignments},
 		kmsg.ListPartitionReassignments.Int16(): {0, 0, handleListPartitionReassignments},
 		kmsg.UnregisterBroker.Int16():           {0, 0, handleUnregisterBroker},
+		kmsg.AlterClientQuotas.Int16():          {0, 1, handleAlterClientQuotas},
 		kmsg.Fetch.Int16():                      {12, 17, handleFetch},
 		kmsg.FetchSnapshot.Int16():              {0, 1, handleFetchSnapshot},
 	}

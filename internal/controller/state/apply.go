@@ -103,6 +103,8 @@ func (im *Image) apply(offset int64, r Record) error {
 			return reject("producer ids up to %d: already at %d", r.NextProducerID, im.nextProducerID)
 		}
 		im.nextProducerID = r.NextProducerID
+	case *ClientQuotaRecord:
+		return im.applyClientQuota(r)
 	case *SnapshotHeaderRecord:
 		return reject("a snapshot header outside a snapshot")
 	default:

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"sort"
+
+	"github.com/gregor-project/gregor/internal/quota"
 )
 
 // NoLeader is the leader of a partition without one (Kafka's -1).
@@ -137,7 +139,8 @@ type Image struct {
 	topics          map[UUID]*Topic
 	topicsByName    map[string]*Topic
 	configs         map[ConfigResource]map[string]string
-	partitions      int // total partitions, for sizing
+	quotas          quota.Table // client quotas (quotas.go); nil when none was ever set
+	partitions      int         // total partitions, for sizing
 }
 
 // NewImage returns the empty image (offset -1: nothing applied).
