@@ -16,6 +16,7 @@ type delta struct {
 	brokers        map[int32]bool // registered, unregistered or changed brokers
 	clusterConfigs bool           // the cluster-wide broker overrides changed
 	nodeConfigs    map[int32]bool // single brokers whose overrides changed
+	clientQuotas   bool           // a client quota was set or removed
 }
 
 // topicDelta is what changed in one topic.
@@ -27,7 +28,7 @@ type topicDelta struct {
 
 func (d *delta) empty() bool {
 	return !d.full && len(d.topics) == 0 && len(d.topicConfigs) == 0 && len(d.brokers) == 0 &&
-		!d.clusterConfigs && len(d.nodeConfigs) == 0
+		!d.clusterConfigs && len(d.nodeConfigs) == 0 && !d.clientQuotas
 }
 
 func (d *delta) topic(id state.UUID) *topicDelta {
@@ -86,6 +87,9 @@ func (d *delta) note(r state.Record) {
 				d.nodeConfigs[id] = true
 			}
 		}
+	}
+	if _, ok := r.(*state.ClientQuotaRecord); ok {
+		d.clientQuotas = true
 	}
 	// ProducerIDsRecord: NextProducerID is copied on every publish.
 }

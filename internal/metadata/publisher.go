@@ -195,6 +195,9 @@ func (p *Publisher) patch(prev *Image, d *delta) *Image {
 	if d.clusterConfigs {
 		next.BrokerConfigs = cloneConfigs(p.st.Configs(state.ConfigResource{Type: state.ResourceBroker}))
 	}
+	if d.clientQuotas {
+		next.ClientQuotas = clientQuotas(p.st)
+	}
 	if len(d.nodeConfigs) > 0 {
 		next.NodeConfigs = maps.Clone(prev.NodeConfigs)
 		for id := range d.nodeConfigs {
@@ -268,6 +271,7 @@ func (p *Publisher) rebuild(prev *Image) *Image {
 	if maps.Equal(next.BrokerConfigs, prev.BrokerConfigs) {
 		next.BrokerConfigs = prev.BrokerConfigs
 	}
+	next.ClientQuotas = clientQuotas(st)
 	for _, r := range st.ConfigResources() {
 		if r.Type != state.ResourceBroker || r.Name == "" {
 			continue
