@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/quota"
 )
 
@@ -72,12 +73,22 @@ func (h *Handler) quotas() *clientQuotas {
 	return q
 }
 
+// quotaUser is the quota "user" of c: its principal's name, as Kafka's (unsanitized: Gregor
+// keys entities by the name itself). A connection whose principal was never set is
+// authz.Anonymous, as the server's contract on api.Conn.Principal says it is.
+func quotaUser(c *Conn) string {
+	if c.Principal == (authz.Principal{}) {
+		return authz.Anonymous.Name
+	}
+	return c.Principal.Name
+}
+
 // percentOfSecond is d in percent of one second (Kafka's nanosToPercentage).
 func percentOfSecond(d time.Duration) float64 { return float64(max(d, 0)) * 100 / float64(time.Second) }
 
 // requestThrottle records busy as c's handling time and returns its throttle.
 func (h *Handler) requestThrottle(c *Conn, busy time.Duration, now time.Time) time.Duration {
-	return h.quotas().requests.Record(h.Meta.Image().ClientQuotas, c.Principal.Name, c.ClientID, percentOfSecond(busy), now)
+	return h.quotas().requests.Record(h.Meta.Image().ClientQuotas, quotaUser(c), c.ClientID, percentOfSecond(busy), now)
 }
 
 // withRequestQuota runs handle; for the keys in requestTimed it records the time taken and
@@ -119,7 +130,7 @@ func (h *Handler) throttleProduce(c *Conn, req *kmsg.ProduceRequest, busy time.D
 	}
 	now := h.Now()
 	tab := h.Meta.Image().ClientQuotas
-	d := h.quotas().produce.Record(tab, c.Principal.Name, c.ClientID, float64(n), now)
+	d := h.quotas().produce.Record(tab, quotaUser(c), c.ClientID, float64(n), now)
 	d = max(d, h.requestThrottle(c, busy, now))
 	return throttleReply(r, d)
 }
@@ -132,7 +143,7 @@ func (h *Handler) fetchQuotaBytes(c *Conn, replicaID int32, maxBytes int32) int3
 		return maxBytes
 	}
 	q := h.quotas()
-	limit, ok := q.fetch.Limit(h.Meta.Image().ClientQuotas, c.Principal.Name, c.ClientID)
+	limit, ok := q.fetch.Limit(h.Meta.Image().ClientQuotas, quotaUser(c), c.ClientID)
 	if !ok {
 		return maxBytes
 	}
@@ -148,7 +159,7 @@ func (h *Handler) throttleFetch(c *Conn, version int16, replicaID int32, busy ti
 	}
 	now := h.Now()
 	tab := h.Meta.Image().ClientQuotas
-	d := h.quotas().fetch.Record(tab, c.Principal.Name, c.ClientID, float64(r.Raw.Size()), now)
+	d := h.quotas().fetch.Record(tab, quotaUser(c), c.ClientID, float64(r.Raw.Size()), now)
 	d = max(d, h.requestThrottle(c, busy, now))
 	if d <= 0 {
 		return r

@@ -265,3 +265,33 @@ func TestProducerByteRateQuota(t *testing.T) {
 		t.Errorf("the producer without a quota was throttled %d times", freeHook.n.Load())
 	}
 }
+
+// A consumer whose client id has a consumer_byte_rate is told throttle_time_ms > 0 once it
+// reads faster, and still reads every record.
+func TestConsumerByteRateQuota(t *testing.T) {
+	b := testutil.StartBroker(t, "quota.window.num=2")
+	adm := newAdmin(t, b.Addr())
+	ctx := ctxT(t)
+	createTopic(t, b.Addr(), "quota-read", 1, nil)
+	value := make([]byte, 16<<10)
+	var rs []*kgo.Record
+	for range 64 { // 1 MiB
+		rs = append(rs, &kgo.Record{Topic: "quota-read", Value: value})
+	}
+	produceSync(t, newClient(t, b.Addr(), kgo.ProducerBatchCompression(kgo.NoCompression())), rs...)
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: clientID("slow-consumer"), Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 512 << 10}}},
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("set quota: %v %v", err, res)
+	}
+	var hook throttleHook
+	got := consumeN(t, b.Addr(), "quota-read", len(rs), kgo.ClientID("slow-consumer"), kgo.WithHooks(&hook))
+	if len(got) != len(rs) {
+		t.Fatalf("consumed %d of %d records", len(got), len(rs))
+	}
+	if hook.n.Load() == 0 {
+		t.Fatal("the consumer over its quota was never told throttle_time_ms > 0")
+	}
+	t.Logf("%d throttles, longest %d ms", hook.n.Load(), hook.max.Load())
+}
