@@ -68,17 +68,25 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 	f.committed = f.replicaID < 0 && req.Version >= 4 && req.IsolationLevel == readCommitted
 	f.resolve()
 	f.maxBytes = responseMaxBytes(req, h.Cfg.Current().FetchMaxBytes, sizeHint(f.topics))
+	f.maxBytes = h.fetchQuotaBytes(c, f.replicaID, f.maxBytes)
 	minBytes := min(req.MinBytes, f.maxBytes)
 	f.rack = clientRack(h, f.im, req.Version, f.replicaID, req.Rack)
 	if f.rack != "" {
 		f.listener = h.listenerOf(c)
 	}
 	f.reread = false
+	start, waited := h.Now(), time.Duration(0) // request_percentage leaves out the waits
 	for {
 		total, anyErr := f.read()
 		f.reread = true
-		if total >= int(minBytes) || anyErr || req.MaxWaitMillis <= 0 || !f.wait(ctx, deadline) {
-			return f.answer()
+		done := total >= int(minBytes) || anyErr || req.MaxWaitMillis <= 0
+		if !done {
+			w := h.Now()
+			done = !f.wait(ctx, deadline)
+			waited += h.Now().Sub(w)
+		}
+		if done {
+			return h.throttleFetch(c, req.Version, f.replicaID, h.Now().Sub(start)-waited, f.answer())
 		}
 		f.release()
 	}

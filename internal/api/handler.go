@@ -47,6 +47,8 @@ type Handler struct {
 	replicationQuota leaderQuota
 	// autoCreation is Metadata's auto-creation of topics (autocreate.go).
 	autoCreation autoCreator
+	// clientQuotas are the client quota managers (clientquota.go), made on first use.
+	clientQuotas clientQuotas
 	// sessions is the fetch session cache (fetchsession.go), made on first use.
 	sessions     *fetchsession.Cache
 	sessionsOnce sync.Once
@@ -120,6 +122,8 @@ func init() {
 		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, handleAlterUserSCRAMCredentials},
 		kmsg.SASLHandshake.Int16():                {0, 1, handleSaslHandshake},
 		kmsg.SASLAuthenticate.Int16():             {0, 2, handleSaslAuthenticate},
+		kmsg.DescribeClientQuotas.Int16():         {0, 1, handleDescribeClientQuotas},
+		kmsg.AlterClientQuotas.Int16():            {0, 1, handleAlterClientQuotas},
 	}
 }
 
@@ -134,7 +138,7 @@ func (h *Handler) MaxRequestBytes() int32 { return h.Cfg.Current().SocketRequest
 
 // Handle answers one request whose key and version were checked against Versions.
 func (h *Handler) Handle(ctx context.Context, c *Conn, req kmsg.Request) Reply {
-	return apis[req.Key()].handle(h, ctx, c, req)
+	return h.withRequestQuota(ctx, c, req, apis[req.Key()].handle)
 }
 
 func msg(r kmsg.Response) Reply { return Reply{Msg: r} }

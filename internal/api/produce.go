@@ -31,7 +31,8 @@ import (
 func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	now := h.nowMs()
+	start := h.Now()
+	now := start.UnixMilli()
 	acksAll := req.Acks == -1
 	failed := false
 	// The answer slices are sized up front and the batch headers of each partition reuse one
@@ -86,9 +87,10 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 		waits, verifyFailed = h.appendTransactional(ctx, req, resp, pending, waits, now)
 		failed = failed || verifyFailed
 	}
+	busy := h.Now().Sub(start) // request_percentage leaves out the wait for acks
 	if req.Acks == 0 {
 		// No response; a failure closes the connection so the producer notices (as Kafka).
-		return Reply{None: true, Close: failed}
+		return h.throttleProduce(c, req, busy, Reply{None: true, Close: failed})
 	}
 	if len(waits) > 0 {
 		// The records are in the log: the request's bytes are not read again, and its buffer
@@ -99,7 +101,7 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 	if failed && req.Version >= 10 {
 		h.produceLeaderHints(resp, h.listenerOf(c))
 	}
-	return msg(resp)
+	return h.throttleProduce(c, req, busy, msg(resp))
 }
 
 // produceFailed sets a partition's answer to err (logging errors with no Kafka meaning).

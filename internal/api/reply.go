@@ -2,6 +2,7 @@ package api
 
 import (
 	"os"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -13,11 +14,16 @@ import (
 // Exactly one of Msg and Raw is set, unless None is true (acks=0 produce), in which case
 // nothing is written: Kafka sends no response to acks=0 produce requests. Close (with None)
 // closes the connection instead: how Kafka tells an acks=0 producer that a write failed.
+//
+// Throttle > 0 mutes the connection (KIP-219): the reply (if any) is sent at once, then the
+// server reads nothing more from the connection until Throttle has passed, or the server
+// stops. The response's throttle_time_ms tells the client the same.
 type Reply struct {
-	Msg   kmsg.Response // encoded by the server at the request's version
-	Raw   *Raw          // a hand-encoded body (Fetch), sent with writev + sendfile
-	None  bool
-	Close bool
+	Msg      kmsg.Response // encoded by the server at the request's version
+	Raw      *Raw          // a hand-encoded body (Fetch), sent with writev + sendfile
+	None     bool
+	Close    bool
+	Throttle time.Duration
 }
 
 // Raw is a response body made of byte slices and file ranges, in order. The server sends the

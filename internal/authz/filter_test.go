@@ -17,8 +17,6 @@ func binding(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternTyp
 }
 
 const (
-	topicT   = kmsg.ACLResourceTypeTopic
-	groupT   = kmsg.ACLResourceTypeGroup
 	literal  = kmsg.ACLResourcePatternTypeLiteral
 	prefixed = kmsg.ACLResourcePatternTypePrefixed
 	match    = kmsg.ACLResourcePatternTypeMatch

@@ -119,6 +119,10 @@ type Broker struct {
 
 	ReplicaSelectorClass string // replica.selector.class: "" (consumers read from leaders) or RackAwareReplicaSelector
 
+	// Client quotas (KIP-13, KIP-124): the sample windows client rates are measured over.
+	QuotaWindowNum         int32 // quota.window.num
+	QuotaWindowSizeSeconds int32 // quota.window.size.seconds
+
 	// Fetch sessions (KIP-227).
 	MaxIncrementalFetchSessionCacheSlots int32 // max.incremental.fetch.session.cache.slots
 
@@ -337,6 +341,10 @@ var brokerDefList = []*brokerDef{
 	// kafka-reassign-partitions --throttle); Gregor also takes them statically.
 	{name: "leader.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.LeaderReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic sent by this broker as leader for the replicas listed in each topic's leader.replication.throttled.replicas. 9223372036854775807 means no throttle."},
 	{name: "follower.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.FollowerReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic fetched by this broker as follower for the replicas listed in each topic's follower.replication.throttled.replicas. 9223372036854775807 means no throttle."},
+
+	// Client quotas.
+	{name: "quota.window.num", vt: vtPositiveInt, dflt: num(11), field: func(b *Broker) any { return &b.QuotaWindowNum }, doc: "Samples a client's byte and request rates are measured over: the rate is what the retained samples recorded divided by the time they span (at least quota.window.num - 1 windows)."},
+	{name: "quota.window.size.seconds", vt: vtPositiveInt, dflt: num(1), field: func(b *Broker) any { return &b.QuotaWindowSizeSeconds }, doc: "Seconds each sample of a client's rate covers."},
 
 	// Groups and offsets.
 	{name: "offsets.topic.num.partitions", vt: vtPositiveInt, dflt: num(50), field: func(b *Broker) any { return &b.OffsetsTopicNumPartitions }, doc: "Partitions of __consumer_offsets."},

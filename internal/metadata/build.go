@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/quota"
 )
 
 // Building Image values from the controller's state.Image. Everything built here is copied
@@ -142,4 +143,13 @@ func equalBroker(a, b *Broker) bool {
 	return a.ID == b.ID && a.Epoch == b.Epoch && a.IncarnationID == b.IncarnationID && a.Rack == b.Rack &&
 		a.Fenced == b.Fenced && a.InControlledShutdown == b.InControlledShutdown &&
 		slices.Equal(a.Endpoints, b.Endpoints)
+}
+
+// clientQuotas copies the quota table out of st (nil when empty). The key maps are shared:
+// the state image never modifies one it has put in its table (copy on write).
+func clientQuotas(st *state.Image) quota.Table {
+	if len(st.ClientQuotas()) == 0 {
+		return nil
+	}
+	return maps.Clone(st.ClientQuotas())
 }

@@ -18,6 +18,7 @@ type delta struct {
 	nodeConfigs    map[int32]bool // single brokers whose overrides changed
 	acls           bool           // an ACL was created or removed
 	scram          bool           // a SCRAM credential was set or removed
+	clientQuotas   bool           // a client quota was set or removed
 }
 
 // topicDelta is what changed in one topic.
@@ -29,7 +30,7 @@ type topicDelta struct {
 
 func (d *delta) empty() bool {
 	return !d.full && len(d.topics) == 0 && len(d.topicConfigs) == 0 && len(d.brokers) == 0 &&
-		!d.clusterConfigs && len(d.nodeConfigs) == 0 && !d.acls && !d.scram
+		!d.clusterConfigs && len(d.nodeConfigs) == 0 && !d.acls && !d.scram && !d.clientQuotas
 }
 
 func (d *delta) topic(id state.UUID) *topicDelta {
@@ -92,6 +93,9 @@ func (d *delta) note(r state.Record) {
 		d.acls = true
 	case *state.UserScramCredentialRecord, *state.RemoveUserScramCredentialRecord:
 		d.scram = true
+	}
+	if _, ok := r.(*state.ClientQuotaRecord); ok {
+		d.clientQuotas = true
 	}
 	// ProducerIDsRecord: NextProducerID is copied on every publish.
 }

@@ -14,6 +14,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"sort"
+
+	"github.com/gregor-project/gregor/internal/quota"
 )
 
 // TopicID is a topic's 16-byte UUID (KIP-516).
@@ -82,6 +84,8 @@ type Image struct {
 	// NodeConfigs are the dynamic overrides of single brokers (resource type 4, name = the
 	// broker id), by broker id. Neither map nor the inner maps are mutated.
 	NodeConfigs map[int32]map[string]string
+	// ClientQuotas are the client quotas by entity (nil when none is set). Never mutated.
+	ClientQuotas quota.Table
 	// Offset is the metadata log offset of the last batch this image reflects, -1 when none.
 	Offset int64
 

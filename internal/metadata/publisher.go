@@ -202,6 +202,9 @@ func (p *Publisher) patch(prev *Image, d *delta) *Image {
 	if d.scram {
 		next.scram = newScramSet(p.st)
 	}
+	if d.clientQuotas {
+		next.ClientQuotas = clientQuotas(p.st)
+	}
 	if len(d.nodeConfigs) > 0 {
 		next.NodeConfigs = maps.Clone(prev.NodeConfigs)
 		for id := range d.nodeConfigs {
@@ -281,6 +284,7 @@ func (p *Publisher) rebuild(prev *Image) *Image {
 	if next.scram = newScramSet(st); equalScramSets(next.scram, prev.scram) {
 		next.scram = prev.scram
 	}
+	next.ClientQuotas = clientQuotas(st)
 	for _, r := range st.ConfigResources() {
 		if r.Type != state.ResourceBroker || r.Name == "" {
 			continue

@@ -1,6 +1,3 @@
-// Package quota holds the broker's rate bounds as deterministic cores: no clock, no lock and
-// no goroutine of their own. The caller passes the time of each call and guards a bound with
-// its own lock.
 package quota
 
 import "time"

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/sha512"
-	"hash"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
-
 )
 
 // SASL mechanism names, as clients send them in SaslHandshake.

@@ -40,6 +40,8 @@ type conn struct {
 
 	req  *[]byte // the request being handled, until releaseRequest; nil between requests
 	held int64   // the bytes it holds in srv.limits.Pool
+
+	throttle time.Duration // the last reply's api.Reply.Throttle, waited out by mute
 }
 
 // Reasons a connection is closed while waiting for a request.
@@ -65,7 +67,7 @@ func (c *conn) serve(ctx context.Context) {
 			keep = c.handle(ctx, *bp)
 		}
 		c.releaseRequest()
-		if !keep {
+		if !keep || !c.mute(ctx) {
 			return
 		}
 	}
@@ -203,6 +205,7 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 	}
 	c.info.ClientID = h.clientID
 	reply := c.srv.handler.Handle(ctx, &c.info, req)
+	c.throttle = reply.Throttle
 	switch {
 	case reply.None:
 		if reply.Close {

@@ -104,6 +104,7 @@ func init() {
 		kmsg.CreateACLs.Int16():                 {0, 3, handleCreateACLs},
 		kmsg.DeleteACLs.Int16():                 {0, 3, handleDeleteACLs},
 		kmsg.AlterUserSCRAMCredentials.Int16():  {0, 0, handleAlterUserSCRAMCredentials},
+		kmsg.AlterClientQuotas.Int16():          {0, 1, handleAlterClientQuotas},
 		kmsg.Fetch.Int16():                      {12, 17, handleFetch},
 		kmsg.FetchSnapshot.Int16():              {0, 1, handleFetchSnapshot},
 	}

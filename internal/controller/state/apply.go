@@ -111,6 +111,8 @@ func (im *Image) apply(offset int64, r Record) error {
 		return im.applyACL(r)
 	case *RemoveAccessControlEntryRecord:
 		return im.applyRemoveACL(r)
+	case *ClientQuotaRecord:
+		return im.applyClientQuota(r)
 	case *SnapshotHeaderRecord:
 		return reject("a snapshot header outside a snapshot")
 	default:

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/gregor-project/gregor/internal/authz"
+	"github.com/gregor-project/gregor/internal/quota"
 )
 
 // NoLeader is the leader of a partition without one (Kafka's -1).
@@ -139,7 +140,8 @@ type Image struct {
 	topics          map[UUID]*Topic
 	topicsByName    map[string]*Topic
 	configs         map[ConfigResource]map[string]string
-	partitions      int // total partitions, for sizing
+	partitions      int         // total partitions, for sizing
+	quotas          quota.Table // client quotas (quotas.go); nil when none was ever set
 	// scram holds the SCRAM credentials; acls the ACLs by id and aclIDs the same ACLs by
 	// binding (a binding is stored at most once). See securityimage.go.
 	scram  map[ScramKey]ScramCredential

@@ -245,6 +245,8 @@ func newRecord(t RecordType) Record {
 		return &ProducerIDsRecord{}
 	case TypeSnapshotHeader:
 		return &SnapshotHeaderRecord{}
+	case TypeClientQuota:
+		return &ClientQuotaRecord{}
 	}
 	return newSecurityRecord(t)
 }

@@ -15,8 +15,9 @@ import (
 // a RegisterBrokerRecord per broker (with its fenced/shutdown state and registration offset),
 // per topic by name a TopicRecord followed by its PartitionRecords in partition order, then
 // a ConfigRecord per override (resources sorted by type and name, keys sorted), a
-// UserScramCredentialRecord per SCRAM credential (by user, then mechanism), and an
-// AccessControlEntryRecord per ACL (by id).
+// UserScramCredentialRecord per SCRAM credential (by user, then mechanism), an
+// AccessControlEntryRecord per ACL (by id), then a ClientQuotaRecord per client quota key
+// (entities in quota.Table.Entities order, keys sorted).
 const (
 	snapshotMagic  = "GRSN"
 	snapshotFormat = 1
@@ -32,6 +33,8 @@ func (im *Image) Snapshot() []byte {
 	}
 	security := im.securityRecords()
 	count += len(security)
+	quotaRecs := im.clientQuotaRecords()
+	count += len(quotaRecs)
 	e := &encoder{b: make([]byte, 0, 64+48*count)}
 	e.b = append(e.b, snapshotMagic...)
 	e.b = append(e.b, snapshotFormat, batchMagic, batchFormat)
@@ -63,6 +66,9 @@ func (im *Image) Snapshot() []byte {
 		}
 	}
 	for _, r := range security {
+		appendRecord(e, &scratch, r)
+	}
+	for _, r := range quotaRecs {
 		appendRecord(e, &scratch, r)
 	}
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
