@@ -158,6 +158,8 @@ var (
 		ControllerMutationRate: typeDouble,
 	}
 	ipKeys = map[string]keyType{ConnectionCreationRate: typeInt}
+	// notEnforced are Kafka's keys that Gregor knows but does not enforce yet.
+	notEnforced = map[string]bool{ControllerMutationRate: true, ConnectionCreationRate: true}
 )
 
 // ValidateValue checks one key and value set on e (a parsed entity) as Kafka's
@@ -170,6 +172,11 @@ func ValidateValue(e Entity, key string, value float64) error {
 	t, ok := keys[key]
 	if !ok {
 		return fmt.Errorf("Invalid configuration key %s", key)
+	}
+	if notEnforced[key] {
+		// Kafka's key, refused rather than stored and ignored until its enforcement
+		// (KIP-599 for controller mutations, KIP-612 for connection creation) is built.
+		return fmt.Errorf("Quota %s is not enforced by Gregor yet", key)
 	}
 	if !(value > 0) {
 		return fmt.Errorf("Quota %s must be greater than 0", key)

@@ -89,8 +89,8 @@ func TestParseEntityAndValidate(t *testing.T) {
 		{user, ConsumerByteRate, 0, "Quota consumer_byte_rate must be greater than 0"},
 		{user, ConnectionCreationRate, 5, "Invalid configuration key connection_creation_rate"},
 		{user, "bogus", 5, "Invalid configuration key bogus"},
-		{ip, ConnectionCreationRate, 5, ""},
-		{ip, ConnectionCreationRate, 1e10, "Proposed value for connection_creation_rate is too large for an INT."},
+		{ip, ConnectionCreationRate, 5, "Quota connection_creation_rate is not enforced by Gregor yet"},
+		{user, ControllerMutationRate, 5, "Quota controller_mutation_rate is not enforced by Gregor yet"},
 		{ip, ProducerByteRate, 5, "Invalid configuration key producer_byte_rate"},
 	} {
 		if got := errText(ValidateValue(c.e, c.key, c.value)); got != c.err {
