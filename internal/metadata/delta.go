@@ -16,6 +16,8 @@ type delta struct {
 	brokers        map[int32]bool // registered, unregistered or changed brokers
 	clusterConfigs bool           // the cluster-wide broker overrides changed
 	nodeConfigs    map[int32]bool // single brokers whose overrides changed
+	acls           bool           // an ACL was created or removed
+	scram          bool           // a SCRAM credential was set or removed
 }
 
 // topicDelta is what changed in one topic.
@@ -27,7 +29,7 @@ type topicDelta struct {
 
 func (d *delta) empty() bool {
 	return !d.full && len(d.topics) == 0 && len(d.topicConfigs) == 0 && len(d.brokers) == 0 &&
-		!d.clusterConfigs && len(d.nodeConfigs) == 0
+		!d.clusterConfigs && len(d.nodeConfigs) == 0 && !d.acls && !d.scram
 }
 
 func (d *delta) topic(id state.UUID) *topicDelta {
@@ -86,6 +88,10 @@ func (d *delta) note(r state.Record) {
 				d.nodeConfigs[id] = true
 			}
 		}
+	case *state.AccessControlEntryRecord, *state.RemoveAccessControlEntryRecord:
+		d.acls = true
+	case *state.UserScramCredentialRecord, *state.RemoveUserScramCredentialRecord:
+		d.scram = true
 	}
 	// ProducerIDsRecord: NextProducerID is copied on every publish.
 }

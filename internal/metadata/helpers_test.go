@@ -127,6 +127,7 @@ func (h *harness) alterConfigs(typ int8, name string, changes ...state.ConfigCha
 // checkImage compares im with the controller's image field by field.
 func checkImage(t testing.TB, im *Image, st *state.Image) {
 	t.Helper()
+	checkSecurity(t, im, st)
 	if im.Offset != st.Offset() || im.NextProducerID != st.NextProducerID() {
 		t.Fatalf("offset %d next pid %d, state has %d and %d", im.Offset, im.NextProducerID, st.Offset(), st.NextProducerID())
 	}
@@ -275,6 +276,7 @@ func dump(im *Image) string {
 			fmt.Fprintf(&b, "  %d %+v\n", i, p)
 		}
 	}
+	dumpSecurity(&b, im)
 	return b.String()
 }
 

@@ -84,6 +84,11 @@ type Image struct {
 	NodeConfigs map[int32]map[string]string
 	// Offset is the metadata log offset of the last batch this image reflects, -1 when none.
 	Offset int64
+
+	// acls and scram are the ACLs and SCRAM credentials (security.go), nil when there are
+	// none; shared with the previous Image until a record changes them.
+	acls  *aclSet
+	scram *scramSet
 }
 
 func newImage(topics map[string]*Topic, nextPID int64, brokerConfigs map[string]string) *Image {

@@ -18,7 +18,8 @@ import (
 //
 // A publish rebuilds only what the applied records touched: the topics named by topic,
 // partition, removal and topic-config records, the brokers named by broker records, the
-// config maps named by broker-config records. Everything else is shared with the previous
+// config maps named by broker-config records, the ACLs or the SCRAM credentials when a
+// record of theirs applied. Everything else is shared with the previous
 // Image, pointer for pointer (see Image). One ISR change of a topic with P partitions costs
 // a copy of that topic's P Partition values and of the two topic maps (one pointer per
 // topic), however many partitions the cluster has. A snapshot rebuilds everything, keeping
@@ -195,6 +196,12 @@ func (p *Publisher) patch(prev *Image, d *delta) *Image {
 	if d.clusterConfigs {
 		next.BrokerConfigs = cloneConfigs(p.st.Configs(state.ConfigResource{Type: state.ResourceBroker}))
 	}
+	if d.acls {
+		next.acls = newACLSet(p.st)
+	}
+	if d.scram {
+		next.scram = newScramSet(p.st)
+	}
 	if len(d.nodeConfigs) > 0 {
 		next.NodeConfigs = maps.Clone(prev.NodeConfigs)
 		for id := range d.nodeConfigs {
@@ -267,6 +274,12 @@ func (p *Publisher) rebuild(prev *Image) *Image {
 	next.BrokerConfigs = cloneConfigs(st.Configs(state.ConfigResource{Type: state.ResourceBroker}))
 	if maps.Equal(next.BrokerConfigs, prev.BrokerConfigs) {
 		next.BrokerConfigs = prev.BrokerConfigs
+	}
+	if next.acls = newACLSet(st); equalACLSets(next.acls, prev.acls) {
+		next.acls = prev.acls
+	}
+	if next.scram = newScramSet(st); equalScramSets(next.scram, prev.scram) {
+		next.scram = prev.scram
 	}
 	for _, r := range st.ConfigResources() {
 		if r.Type != state.ResourceBroker || r.Name == "" {

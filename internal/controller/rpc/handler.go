@@ -4,8 +4,8 @@
 // Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), report ISR changes
 // (AlterPartition), get producer id blocks (AllocateProducerIds) and forward admin requests
 // (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-// ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker)
-// here; each becomes one command of the state machine (package state) run by the quorum on
+// ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker,
+// CreateAcls, DeleteAcls, AlterUserScramCredentials) here; each becomes one command of the state machine (package state) run by the quorum on
 // the active controller. Any other controller answers them with NOT_CONTROLLER in every error field of
 // the response, and DescribeQuorum tells the client which controller is active.
 //
@@ -101,6 +101,9 @@ func init() {
 		kmsg.AlterPartitionAssignments.Int16():  {0, 1, handleAlterPartitionAssignments},
 		kmsg.ListPartitionReassignments.Int16(): {0, 0, handleListPartitionReassignments},
 		kmsg.UnregisterBroker.Int16():           {0, 0, handleUnregisterBroker},
+		kmsg.CreateACLs.Int16():                 {0, 3, handleCreateACLs},
+		kmsg.DeleteACLs.Int16():                 {0, 3, handleDeleteACLs},
+		kmsg.AlterUserSCRAMCredentials.Int16():  {0, 0, handleAlterUserSCRAMCredentials},
 		kmsg.Fetch.Int16():                      {12, 17, handleFetch},
 		kmsg.FetchSnapshot.Int16():              {0, 1, handleFetchSnapshot},
 	}

@@ -103,6 +103,14 @@ func (im *Image) apply(offset int64, r Record) error {
 			return reject("producer ids up to %d: already at %d", r.NextProducerID, im.nextProducerID)
 		}
 		im.nextProducerID = r.NextProducerID
+	case *UserScramCredentialRecord:
+		return im.applyScramCredential(r)
+	case *RemoveUserScramCredentialRecord:
+		return im.applyRemoveScramCredential(r)
+	case *AccessControlEntryRecord:
+		return im.applyACL(r)
+	case *RemoveAccessControlEntryRecord:
+		return im.applyRemoveACL(r)
 	case *SnapshotHeaderRecord:
 		return reject("a snapshot header outside a snapshot")
 	default:
@@ -262,5 +270,5 @@ func (im *Image) Check() error {
 			return fmt.Errorf("broker %d epoch %d (next %d)", id, b.Epoch, im.nextBrokerEpoch)
 		}
 	}
-	return nil
+	return im.checkSecurity()
 }

@@ -19,6 +19,8 @@ var ErrCorruptRecord = errors.New("state: corrupt metadata record")
 //	varint       zig-zag signed LEB128 (encoding/binary.AppendVarint); int16/int32/int64
 //	bool         one byte, 0 or 1
 //	string       uvarint length, then the bytes
+//	bytes        uvarint length, then the bytes (a nil and an empty slice both read as nil)
+//	int8         varint, -128..127
 //	uuid         16 raw bytes
 //	int32 array  uvarint count, then count varints
 //
@@ -43,6 +45,11 @@ func (e *encoder) string(s string) {
 	e.b = append(e.b, s...)
 }
 func (e *encoder) uuid(u UUID) { e.b = append(e.b, u[:]...) }
+func (e *encoder) int8(v int8) { e.varint(int64(v)) }
+func (e *encoder) bytes(b []byte) {
+	e.uvarint(uint64(len(b)))
+	e.b = append(e.b, b...)
+}
 func (e *encoder) int32s(v []int32) {
 	e.uvarint(uint64(len(v)))
 	for _, x := range v {
@@ -108,6 +115,15 @@ func (d *decoder) int16() int16 {
 	return int16(v)
 }
 
+func (d *decoder) int8() int8 {
+	v := d.varint()
+	if v < math.MinInt8 || v > math.MaxInt8 {
+		d.fail("int8")
+		return 0
+	}
+	return int8(v)
+}
+
 func (d *decoder) bool() bool {
 	if d.err != nil {
 		return false
@@ -142,6 +158,16 @@ func (d *decoder) string() string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.count(1)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	b := append([]byte(nil), d.b[:n]...) // the record outlives the buffer it was read from
+	d.b = d.b[n:]
+	return b
 }
 
 func (d *decoder) uuid() UUID {

@@ -1,9 +1,9 @@
 // Package state is the cluster metadata state machine: the controller's deterministic core.
 //
 // An Image holds brokers, topics, partitions (replicas, ISR, leader, epochs, reassignments),
-// config overrides and the producer id counter. It changes only by applying records (Apply)
-// or by restoring a snapshot (Restore); replaying the same records gives the same image on
-// every controller and broker.
+// config overrides, the producer id counter, SCRAM credentials and ACLs. It changes only by
+// applying records (Apply) or by restoring a snapshot (Restore); replaying the same records
+// gives the same image on every controller and broker.
 //
 // A Controller wraps an Image with the controller's commands (CreateTopics, RegisterBroker,
 // Heartbeat, AlterPartition, ElectLeaders, reassignments, ...). A command reads the image and

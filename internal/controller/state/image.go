@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"sort"
+
+	"github.com/gregor-project/gregor/internal/authz"
 )
 
 // NoLeader is the leader of a partition without one (Kafka's -1).
@@ -138,6 +140,11 @@ type Image struct {
 	topicsByName    map[string]*Topic
 	configs         map[ConfigResource]map[string]string
 	partitions      int // total partitions, for sizing
+	// scram holds the SCRAM credentials; acls the ACLs by id and aclIDs the same ACLs by
+	// binding (a binding is stored at most once). See securityimage.go.
+	scram  map[ScramKey]ScramCredential
+	acls   map[UUID]authz.Binding
+	aclIDs map[authz.Binding]UUID
 }
 
 // NewImage returns the empty image (offset -1: nothing applied).
@@ -148,6 +155,9 @@ func NewImage() *Image {
 		topics:       map[UUID]*Topic{},
 		topicsByName: map[string]*Topic{},
 		configs:      map[ConfigResource]map[string]string{},
+		scram:        map[ScramKey]ScramCredential{},
+		acls:         map[UUID]authz.Binding{},
+		aclIDs:       map[authz.Binding]UUID{},
 	}
 }
 

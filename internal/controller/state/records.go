@@ -246,7 +246,7 @@ func newRecord(t RecordType) Record {
 	case TypeSnapshotHeader:
 		return &SnapshotHeaderRecord{}
 	}
-	return nil
+	return newSecurityRecord(t)
 }
 
 func (r *RegisterBrokerRecord) encode(e *encoder) {

@@ -14,7 +14,9 @@ import (
 // The batch (see records.go) holds, in order: one SnapshotHeaderRecord (offset and counters),
 // a RegisterBrokerRecord per broker (with its fenced/shutdown state and registration offset),
 // per topic by name a TopicRecord followed by its PartitionRecords in partition order, then
-// a ConfigRecord per override (resources sorted by type and name, keys sorted).
+// a ConfigRecord per override (resources sorted by type and name, keys sorted), a
+// UserScramCredentialRecord per SCRAM credential (by user, then mechanism), and an
+// AccessControlEntryRecord per ACL (by id).
 const (
 	snapshotMagic  = "GRSN"
 	snapshotFormat = 1
@@ -28,6 +30,8 @@ func (im *Image) Snapshot() []byte {
 	for _, m := range im.configs {
 		count += len(m)
 	}
+	security := im.securityRecords()
+	count += len(security)
 	e := &encoder{b: make([]byte, 0, 64+48*count)}
 	e.b = append(e.b, snapshotMagic...)
 	e.b = append(e.b, snapshotFormat, batchMagic, batchFormat)
@@ -57,6 +61,9 @@ func (im *Image) Snapshot() []byte {
 		for _, k := range sortedKeys(m) {
 			appendRecord(e, &scratch, &ConfigRecord{ResourceType: res.Type, ResourceName: res.Name, Name: k, Value: m[k]})
 		}
+	}
+	for _, r := range security {
+		appendRecord(e, &scratch, r)
 	}
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 }
