@@ -14,7 +14,8 @@ import (
 
 // Admin requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 // AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-// ListPartitionReassignments, UnregisterBroker, and AllocateProducerIds for InitProducerId)
+// ListPartitionReassignments, UnregisterBroker, CreateAcls, DeleteAcls,
+// AlterUserScramCredentials, and AllocateProducerIds for InitProducerId)
 // are decided by the controller quorum, as a KRaft broker forwards them. A broker checks
 // what needs no cluster state itself (names, config values, request shape) so that it
 // answers those with its own messages and forwards only the rest, then waits until its own
