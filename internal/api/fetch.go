@@ -130,20 +130,20 @@ type fetch struct {
 	h         *Handler
 	req       *kmsg.FetchRequest
 	maxBytes  int32
-	replicaID int32  // >= 0: a follower's fetch
+	replicaID int32 // >= 0: a follower's fetch
 	// readable is READ TOPIC for a consumer (nil for a follower); replicaDenied is a
 	// follower without CLUSTER_ACTION (authorize.go).
 	readable      *authorizedSet
 	replicaDenied bool
-	committed bool   // a consumer's read_committed fetch (v4+): reads up to the last stable offset
-	rack      string // the consumer's rack when a preferred read replica may be chosen (KIP-392)
-	listener  string // the listener the consumer came in on (with rack)
-	im        *metadata.Image
-	topics    []fetchTopic
-	parts     [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
-	slices    []storage.Slice
-	enc       fetchEncoder
-	raw       Raw
+	committed     bool   // a consumer's read_committed fetch (v4+): reads up to the last stable offset
+	rack          string // the consumer's rack when a preferred read replica may be chosen (KIP-392)
+	listener      string // the listener the consumer came in on (with rack)
+	im            *metadata.Image
+	topics        []fetchTopic
+	parts         [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
+	slices        []storage.Slice
+	enc           fetchEncoder
+	raw           Raw
 	// The fetch's session (fetchsession.go): want is what is read, the request's topics or
 	// (incremental) the session's partitions, whose slots are in slots in the same order;
 	// the rest are scratch space kept with the pooled fetch.
