@@ -294,3 +294,16 @@ func (h *Handler) forwardIfAuthorized(ctx context.Context, c *Conn, op kmsg.ACLO
 	}
 	return h.forward(ctx, req)
 }
+
+// txnDenied is the authorization error of a transactional request for the connection, or nil:
+// WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then, when group is
+// not empty, READ on the group (GROUP_AUTHORIZATION_FAILED).
+func (h *Handler) txnDenied(c *Conn, transactionalID, group string) *kerr.Error {
+	if !h.authorized(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, transactionalID) {
+		return kerr.TransactionalIDAuthorizationFailed
+	}
+	if group != "" && !h.groupReadable(c, group) {
+		return kerr.GroupAuthorizationFailed
+	}
+	return nil
+}
