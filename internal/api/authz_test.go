@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"testing"
@@ -518,7 +519,9 @@ func TestAuthzMatrix(t *testing.T) {
 				r.Topics = append(r.Topics, rt)
 				return r
 			},
-			code:     func(r kmsg.Response) int16 { return r.(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode },
+			code: func(r kmsg.Response) int16 {
+				return r.(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode
+			},
 			denied:   kerr.TopicAuthorizationFailed,
 			grant:    func(t *testing.T, e *authzEnv) { e.grant(t, literal().Topics("txn-t"), kadm.OpWrite) },
 			anyOther: true,
@@ -562,7 +565,9 @@ func TestAuthzMatrix(t *testing.T) {
 				r.Topics = append(r.Topics, rt)
 				return r
 			},
-			code:   func(r kmsg.Response) int16 { return r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode },
+			code: func(r kmsg.Response) int16 {
+				return r.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+			},
 			denied: kerr.TransactionalIDAuthorizationFailed,
 			grant: func(t *testing.T, e *authzEnv) {
 				e.grant(t, literal().TransactionalIDs("tx-toc"), kadm.OpWrite)
@@ -577,7 +582,9 @@ func TestAuthzMatrix(t *testing.T) {
 				r.TransactionalIDs = []string{"tx-desc"}
 				return r
 			},
-			code:     func(r kmsg.Response) int16 { return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode },
+			code: func(r kmsg.Response) int16 {
+				return r.(*kmsg.DescribeTransactionsResponse).TransactionStates[0].ErrorCode
+			},
 			denied:   kerr.TransactionalIDAuthorizationFailed,
 			grant:    func(t *testing.T, e *authzEnv) { e.grant(t, literal().TransactionalIDs("tx-desc"), kadm.OpDescribe) },
 			anyOther: true,
@@ -591,7 +598,9 @@ func TestAuthzMatrix(t *testing.T) {
 				r.Topics = append(r.Topics, rt)
 				return r
 			},
-			code:   func(r kmsg.Response) int16 { return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode },
+			code: func(r kmsg.Response) int16 {
+				return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
+			},
 			denied: kerr.TopicAuthorizationFailed,
 			grant:  func(t *testing.T, e *authzEnv) { e.grant(t, literal().Topics("prod"), kadm.OpRead) },
 		},
@@ -977,7 +986,7 @@ func TestAuthzAllowEveryoneIfNoACLFound(t *testing.T) {
 		if err == nil {
 			err = resp.Err
 		}
-		if !errorIs(err, kerr.TopicAuthorizationFailed) {
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("create topic with no ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 		}
 	})
@@ -995,7 +1004,7 @@ func TestAuthzAllowEveryoneIfNoACLFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := cl.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("w")})
-		if err := r.FirstErr(); !errorIs(err, kerr.TopicAuthorizationFailed) {
+		if err := r.FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("produce after DENY WRITE: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 		}
 	})
@@ -1010,7 +1019,7 @@ func TestAuthzClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
 	denied := newClient(t, addr, kgo.DefaultProduceTopic("orders"), kgo.RecordRetries(1))
-	if err := denied.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); !errorIs(err, kerr.ClusterAuthorizationFailed) && !errorIs(err, kerr.TopicAuthorizationFailed) {
+	if err := denied.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.ClusterAuthorizationFailed) && !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("idempotent produce without ACLs: %v", err)
 	}
 	// WRITE on the topic is enough for an idempotent producer (KIP-679).
@@ -1033,26 +1042,10 @@ func TestAuthzClients(t *testing.T) {
 		if ctx2.Err() != nil {
 			t.Fatal("no GROUP_AUTHORIZATION_FAILED for a group outside the prefix")
 		}
-		if slices.ContainsFunc(fs.Errors(), func(fe kgo.FetchError) bool { return errorIs(fe.Err, kerr.GroupAuthorizationFailed) }) {
+		if slices.ContainsFunc(fs.Errors(), func(fe kgo.FetchError) bool { return errors.Is(fe.Err, kerr.GroupAuthorizationFailed) }) {
 			break
 		}
 	}
-}
-
-func errorIs(err error, want *kerr.Error) bool {
-	var ke *kerr.Error
-	for err != nil {
-		if k, ok := err.(*kerr.Error); ok {
-			ke = k
-			break
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			break
-		}
-		err = u.Unwrap()
-	}
-	return ke == want
 }
 
 func describeConfigsReq(typ kmsg.ConfigResourceType, name string) func() kmsg.Request {
