@@ -142,6 +142,12 @@ func (h *Handler) authorizer() authz.Authorizer {
 	return next.acls
 }
 
+// authorizing reports whether the broker has an authorizer (authorizer.class.name set).
+func (h *Handler) authorizing() bool {
+	_, all := h.authorizer().(authz.AllowAll)
+	return !all
+}
+
 // connHost is the client's IP address without the port, the host ACLs name.
 func connHost(c *Conn) string {
 	host, _, err := net.SplitHostPort(c.RemoteAddr)
@@ -153,7 +159,11 @@ func connHost(c *Conn) string {
 
 // authorized reports whether the connection's principal may perform op on the resource.
 func (h *Handler) authorized(c *Conn, op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
-	return h.authorizer().Authorize(c.Principal, connHost(c), op, rt, name)
+	a := h.authorizer()
+	if _, all := a.(authz.AllowAll); all {
+		return true // without an authorizer, not even the client's address is looked at
+	}
+	return a.Authorize(c.Principal, connHost(c), op, rt, name)
 }
 
 // authorizedCluster reports whether the connection's principal may perform op on the cluster.
@@ -170,22 +180,29 @@ func (h *Handler) authorizedOps(c *Conn, rt kmsg.ACLResourceType, name string) i
 // authorizedSet is an authorization memo for one request: each name is asked once, however
 // many partitions of it the request names.
 type authorizedSet struct {
-	h    *Handler
 	c    *Conn
 	a    authz.Authorizer
 	host string
 	op   kmsg.ACLOperation
 	rt   kmsg.ACLResourceType
+	all  bool // the authorizer is AllowAll: no memo needed
 	seen map[string]bool
 }
 
 // authorizedNames makes the memo of op on resources of type rt for the connection.
 func (h *Handler) authorizedNames(c *Conn, op kmsg.ACLOperation, rt kmsg.ACLResourceType) *authorizedSet {
-	return &authorizedSet{h: h, c: c, a: h.authorizer(), host: connHost(c), op: op, rt: rt}
+	a := h.authorizer()
+	if _, all := a.(authz.AllowAll); all {
+		return &authorizedSet{all: true}
+	}
+	return &authorizedSet{c: c, a: a, host: connHost(c), op: op, rt: rt}
 }
 
 // ok reports whether the principal may perform the memo's operation on name.
 func (s *authorizedSet) ok(name string) bool {
+	if s.all {
+		return true
+	}
 	if v, found := s.seen[name]; found {
 		return v
 	}

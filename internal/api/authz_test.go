@@ -46,8 +46,8 @@ func startAuthz(t *testing.T, sets ...string) *authzEnv {
 		"authorizer.class.name=" + config.StandardAuthorizer,
 		"allow.everyone.if.no.acl.found=true",
 	}, sets...)...)
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(adminHost)}, Timeout: 10 * time.Second}
-	e := &authzEnv{b: b, admin: kadm.NewClient(newClient(t, b.Addr(), kgo.Dialer(d.DialContext)))}
+	e := &authzEnv{b: b}
+	e.admin = kadm.NewClient(e.operator(t))
 	e.create(t, kadm.NewACLs().Allow(anonymous).AllowHosts(adminHost).
 		Clusters().Topics("*").Groups("*").TransactionalIDs("*").Operations(kadm.OpAll))
 	conn, err := wire.Dial(ctxT(t), b.Addr(), "authz-user")
@@ -57,6 +57,12 @@ func startAuthz(t *testing.T, sets ...string) *authzEnv {
 	t.Cleanup(func() { conn.Close() })
 	e.user = conn
 	return e
+}
+
+// operator is a client connecting from the operator's host.
+func (e *authzEnv) operator(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(adminHost)}, Timeout: 10 * time.Second}
+	return newClient(t, e.b.Addr(), append([]kgo.Opt{kgo.Dialer(d.DialContext)}, opts...)...)
 }
 
 // create makes ACLs as the operator and fails the test on any error.
@@ -967,6 +973,32 @@ func TestAuthzListings(t *testing.T) {
 	if fr.ErrorCode != 0 || len(fr.Topics) != 1 || fr.Topics[0].Topic != "seen" {
 		t.Fatalf("OffsetFetch of every offset: %v %+v", kerr.ErrorForCode(fr.ErrorCode), fr.Topics)
 	}
+	// An open transaction of the operator's: listed and described only for a user that may
+	// describe its transactional id, and then only with the partitions of topics it may
+	// describe.
+	txp := e.operator(t, kgo.TransactionalID("tx-listed"))
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, txp, &kgo.Record{Topic: "seen", Value: []byte("1")}, &kgo.Record{Topic: "unseen", Value: []byte("2")})
+	lt := kmsg.NewPtrListTransactionsRequest()
+	if got := e.send(t, lt).(*kmsg.ListTransactionsResponse); got.ErrorCode != 0 || len(got.TransactionStates) != 0 {
+		t.Fatalf("ListTransactions without ACLs: %v %+v", kerr.ErrorForCode(got.ErrorCode), got.TransactionStates)
+	}
+	e.grant(t, literal().TransactionalIDs("tx-listed"), kadm.OpDescribe)
+	if got := e.send(t, lt).(*kmsg.ListTransactionsResponse); len(got.TransactionStates) != 1 || got.TransactionStates[0].TransactionalID != "tx-listed" {
+		t.Fatalf("ListTransactions with DESCRIBE on tx-listed: %+v", got.TransactionStates)
+	}
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"tx-listed"}
+	ts := e.send(t, dt).(*kmsg.DescribeTransactionsResponse).TransactionStates[0]
+	if ts.ErrorCode != 0 || len(ts.Topics) != 1 || ts.Topics[0].Topic != "seen" {
+		t.Fatalf("DescribeTransactions: %v %+v", kerr.ErrorForCode(ts.ErrorCode), ts.Topics)
+	}
+	if err := txp.EndTransaction(ctxT(t), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
 	// With DESCRIBE on the cluster, every group is listed.
 	e.grant(t, literal().Clusters(), kadm.OpDescribe)
 	if got := e.send(t, lg).(*kmsg.ListGroupsResponse); len(got.Groups) != 2 {

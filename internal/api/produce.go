@@ -45,9 +45,18 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 	var pending []pendingAppend
 	transactional := req.Version >= 3 && req.TransactionID != nil
 	// Authorization (authorize.go): transactional records need WRITE on the transactional
-	// id, or the whole request fails; each topic needs WRITE.
-	txnDenied := hasTransactionalRecords(req) &&
-		(req.TransactionID == nil || !h.authorized(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID))
+	// id, or the whole request fails; each topic needs WRITE. Under an authorizer,
+	// transactional records without a transactional id fail the same way, as in Kafka;
+	// without one they keep the answers the checks below give them (INVALID_RECORD,
+	// INVALID_TXN_STATE).
+	txnDenied := false
+	if hasTransactionalRecords(req) {
+		if req.TransactionID != nil {
+			txnDenied = !h.authorized(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)
+		} else {
+			txnDenied = h.authorizing()
+		}
+	}
 	writable := h.authorizedNames(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic)
 	for ti, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
