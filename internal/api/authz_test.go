@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -1065,6 +1066,31 @@ func TestAuthzClients(t *testing.T) {
 	if len(rs) != 2 {
 		t.Fatalf("consumed %d records", len(rs))
 	}
+	// A transactional producer needs WRITE on its transactional id: without it
+	// InitProducerId fails TRANSACTIONAL_ID_AUTHORIZATION_FAILED, with it the transaction
+	// commits.
+	ctx3, cancel3 := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel3()
+	txDenied := newClient(t, addr, kgo.DefaultProduceTopic("orders"), kgo.TransactionalID("orders-tx-2"))
+	// franz-go reports it as its fatal producer id error, by name, at the first call that
+	// needs the producer id.
+	err := txDenied.BeginTransaction()
+	if err == nil {
+		err = txDenied.ProduceSync(ctx3, &kgo.Record{Value: []byte("x")}).FirstErr()
+	}
+	if err == nil || !strings.Contains(err.Error(), kerr.TransactionalIDAuthorizationFailed.Message) {
+		t.Fatalf("transactional produce without WRITE on the transactional id: %v", err)
+	}
+	e.grant(t, prefixed().TransactionalIDs("orders-tx"), kadm.OpWrite)
+	tx := newClient(t, addr, kgo.DefaultProduceTopic("orders"), kgo.TransactionalID("orders-tx-1"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produceSync(t, tx, &kgo.Record{Value: []byte("c")})
+	if err := tx.EndTransaction(ctxT(t), kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+
 	// A group outside the prefix is refused.
 	cl := newClient(t, addr, kgo.ConsumeTopics("orders"), kgo.ConsumerGroup("other"))
 	ctx2, cancel2 := context.WithTimeout(ctxT(t), 10*time.Second)
