@@ -12,8 +12,14 @@ import (
 // follows is committed or aborted with it. A broker that runs no coordinator answers
 // COORDINATOR_NOT_AVAILABLE.
 
-func handleAddOffsetsToTxn(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleAddOffsetsToTxn(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AddOffsetsToTxnRequest)
+	// Authorization (authorize.go): WRITE on the transactional id, READ on the group.
+	if denied := h.txnDenied(c, req.TransactionalID, req.Group); denied != nil {
+		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+		resp.ErrorCode = denied.Code
+		return msg(resp)
+	}
 	if h.Txns == nil {
 		resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

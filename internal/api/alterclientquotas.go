@@ -16,13 +16,13 @@ import (
 // configVisibleTimeout, until its own image shows every change the controller accepted, so
 // a DescribeClientQuotas sent here next sees it and the next request is measured against it.
 
-func handleAlterClientQuotas(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleAlterClientQuotas(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
 	errs := make([]error, len(req.Entries))
-	fwd, err := h.forward(ctx, req)
+	fwd, err := h.forwardIfAuthorized(ctx, c, kmsg.ACLOperationAlterConfigs, req) // ALTER_CONFIGS on the cluster, as Kafka
 	var answers []kmsg.AlterClientQuotasResponseEntry
 	if err == nil {
 		answers = fwd.(*kmsg.AlterClientQuotasResponse).Entries

@@ -10,7 +10,7 @@ import (
 // AlterConfigs v0-v2: the given configs replace every existing override of the resource.
 // Checked here, decided by the controller (configs.go).
 
-func handleAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleAlterConfigs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	ctx, cancel := adminContext(ctx, req)
@@ -33,7 +33,7 @@ func handleAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 			return m, nil
 		}
 	}
-	wants, errs := h.checkConfigResources(keys, next)
+	wants, errs := h.checkConfigResources(c, keys, next)
 	fwd := kmsg.NewPtrAlterConfigsRequest()
 	fwd.SetVersion(req.Version)
 	fwd.ValidateOnly = req.ValidateOnly

@@ -11,11 +11,11 @@ import (
 // v1's allow_replication_factor_change false, the controller refuses a target of another
 // size than the current replica set (INVALID_REPLICATION_FACTOR).
 
-func handleAlterPartitionReassignments(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleAlterPartitionReassignments(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterPartitionAssignmentsRequest)
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardIfAuthorized(ctx, c, kmsg.ACLOperationAlter, req) // authorize.go
 	if err == nil {
 		return msg(resp)
 	}

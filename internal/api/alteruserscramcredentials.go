@@ -18,11 +18,11 @@ import (
 // (another client's change meanwhile may hide it; it is answered as the controller
 // answered). Kafka serves it with or without an authorizer; so does this broker.
 
-func handleAlterUserSCRAMCredentials(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleAlterUserSCRAMCredentials(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardIfAuthorized(ctx, c, kmsg.ACLOperationAlter, req) // authorize.go
 	if err != nil {
 		out := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
 		seen := map[string]bool{}

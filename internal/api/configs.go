@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/config"
@@ -105,7 +106,11 @@ func configsShown(im *metadata.Image, k configKey, want map[string]string) bool 
 // checkConfigResources checks every resource of a request (keys[i] with next[i]): a
 // resource named twice is INVALID_REQUEST for each entry, as in Kafka. It returns each
 // resource's expected overrides and error.
-func (h *Handler) checkConfigResources(keys []configKey, next []func(map[string]string) (map[string]string, error)) ([]map[string]string, []error) {
+//
+// A resource the connection may not alter (ALTER_CONFIGS, configDenied) fails with its
+// authorization error before it is validated, as Kafka authorizes first; a resource named
+// twice is INVALID_REQUEST whoever asks.
+func (h *Handler) checkConfigResources(c *Conn, keys []configKey, next []func(map[string]string) (map[string]string, error)) ([]map[string]string, []error) {
 	im := h.Meta.Image()
 	seen := map[configKey]int{}
 	for _, k := range keys {
@@ -115,6 +120,9 @@ func (h *Handler) checkConfigResources(keys []configKey, next []func(map[string]
 	for i, k := range keys {
 		if seen[k] > 1 {
 			errs[i] = fmt.Errorf("%w: resource %d/%q appears more than once", errInvalidRequest, k.typ, k.name)
+			continue
+		}
+		if errs[i] = h.configDenied(c, kmsg.ACLOperationAlterConfigs, k.typ, k.name); errs[i] != nil {
 			continue
 		}
 		wants[i], errs[i] = h.checkConfigs(im, k.typ, k.name, next[i])
@@ -243,4 +251,27 @@ func applyLayer(cur, m map[string]string, set func(k, v string) error, del func(
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// configDenied is the authorization error of op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a
+// config resource for the connection, or nil when allowed: a topic's configs are the
+// topic's (TOPIC_AUTHORIZATION_FAILED), a group's the group's (GROUP_AUTHORIZATION_FAILED),
+// and a broker's, a broker logger's and client metrics' the cluster's
+// (CLUSTER_AUTHORIZATION_FAILED). A type Kafka does not define is left to validation.
+func (h *Handler) configDenied(c *Conn, op kmsg.ACLOperation, typ kmsg.ConfigResourceType, name string) error {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !h.authorized(c, op, kmsg.ACLResourceTypeTopic, name) {
+			return kerr.TopicAuthorizationFailed
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !h.authorized(c, op, kmsg.ACLResourceTypeGroup, name) {
+			return kerr.GroupAuthorizationFailed
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+		if !h.authorizedCluster(c, op) {
+			return kerr.ClusterAuthorizationFailed
+		}
+	}
+	return nil
 }

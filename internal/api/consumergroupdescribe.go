@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,13 +12,20 @@ import (
 // (v1: and whether each speaks the classic or the consumer protocol). Classic and unknown
 // groups answer GROUP_ID_NOT_FOUND, as Kafka does.
 
-func handleConsumerGroupDescribe(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleConsumerGroupDescribe(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	for _, id := range req.Groups {
+		// Authorization (authorize.go): DESCRIBE on the group.
+		if !h.authorized(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, id) {
+			d := kmsg.NewConsumerGroupDescribeResponseGroup()
+			d.Group, d.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, d)
+			continue
+		}
 		d := h.Groups.DescribeConsumerGroup(id, req.Version)
 		if req.IncludeAuthorizedOperations && d.ErrorCode == 0 {
-			d.AuthorizedOperations = groupAuthorizedOps
+			d.AuthorizedOperations = h.authorizedOps(c, kmsg.ACLResourceTypeGroup, id)
 		}
 		resp.Groups = append(resp.Groups, d)
 	}

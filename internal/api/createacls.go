@@ -15,7 +15,7 @@ import (
 // another client meanwhile never shows; it is answered as the controller answered).
 // SECURITY_DISABLED for every creation without an authorizer (acls.go).
 
-func handleCreateACLs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleCreateACLs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.CreateACLsRequest)
 	out := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	fail := func(err error) Reply {
@@ -25,6 +25,9 @@ func handleCreateACLs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) 
 			out.Results = append(out.Results, res)
 		}
 		return msg(out)
+	}
+	if err := h.clusterDenied(c, kmsg.ACLOperationAlter); err != nil { // authorize.go
+		return fail(err)
 	}
 	if err := h.aclsDisabled(); err != nil {
 		return fail(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/metadata"
@@ -16,7 +17,7 @@ import (
 // image) whole with POLICY_VIOLATION, and once the controller has grown a topic waits until
 // its image shows the new count.
 
-func handleCreatePartitions(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleCreatePartitions(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	ctx, cancel := adminContext(ctx, req)
@@ -30,12 +31,35 @@ func handleCreatePartitions(h *Handler, ctx context.Context, _ *Conn, r kmsg.Req
 		}
 	}
 	errs := make([]error, len(req.Topics))
-	if records > maxRecordsPerUserOp {
-		for i := range errs {
-			errs[i] = errExcessiveBatch
+	// Authorization (authorize.go): ALTER on each topic; a topic named twice is left to the
+	// controller's INVALID_REQUEST, which Kafka answers before authorizing.
+	alterable := h.authorizedNames(c, kmsg.ACLOperationAlter, kmsg.ACLResourceTypeTopic)
+	named := map[string]int{}
+	for _, rt := range req.Topics {
+		named[rt.Topic]++
+	}
+	fwd := *req
+	fwd.Topics = nil
+	var fwdIdx []int
+	for i, rt := range req.Topics {
+		if named[rt.Topic] == 1 && !alterable.ok(rt.Topic) {
+			errs[i] = kerr.TopicAuthorizationFailed
+			continue
 		}
-	} else {
-		h.forwardCreatePartitions(ctx, req, errs)
+		fwd.Topics, fwdIdx = append(fwd.Topics, rt), append(fwdIdx, i)
+	}
+	fwdErrs := make([]error, len(fwd.Topics))
+	switch {
+	case len(fwd.Topics) == 0:
+	case records > maxRecordsPerUserOp:
+		for i := range fwdErrs {
+			fwdErrs[i] = errExcessiveBatch
+		}
+	default:
+		h.forwardCreatePartitions(ctx, &fwd, fwdErrs)
+	}
+	for j, i := range fwdIdx {
+		errs[i] = fwdErrs[j]
 	}
 	for i, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()

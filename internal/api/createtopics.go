@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,7 +16,7 @@ import (
 // the controller as one request, and the answers are merged back in request order. The
 // answer's configs (v5+) are this broker's description of the created topic's overrides.
 
-func handleCreateTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleCreateTopics(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	ctx, cancel := adminContext(ctx, req)
@@ -25,6 +26,12 @@ func handleCreateTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 		seen[rt.Topic]++
 	}
 	tooLarge := h.createTopicsRecords(req) > maxRecordsPerUserOp
+	// Authorization (authorize.go): CREATE on the cluster, else on each topic; the answer's
+	// configs need DESCRIBE_CONFIGS on the topic.
+	var creatable *authorizedSet
+	if !h.authorizedCluster(c, kmsg.ACLOperationCreate) {
+		creatable = h.authorizedNames(c, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic)
+	}
 	errs := make([]error, len(req.Topics))
 	specs := make([]topicSpec, len(req.Topics))
 	var fwd []topicSpec
@@ -54,6 +61,8 @@ func handleCreateTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 		switch {
 		case seen[rt.Topic] > 1:
 			err = fmt.Errorf("%w: topic %q appears more than once", errInvalidRequest, rt.Topic)
+		case creatable != nil && !creatable.ok(rt.Topic):
+			err = kerr.TopicAuthorizationFailed
 		case tooLarge:
 			err = errExcessiveBatch
 		case err == nil:
@@ -78,9 +87,11 @@ func handleCreateTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		c := created[i]
-		st.TopicID, st.NumPartitions, st.ReplicationFactor = c.id, c.partitions, c.replicationFactor
-		if req.Version >= 5 {
+		ct := created[i]
+		st.TopicID, st.NumPartitions, st.ReplicationFactor = ct.id, ct.partitions, ct.replicationFactor
+		if req.Version >= 5 && !h.authorized(c, kmsg.ACLOperationDescribeConfigs, kmsg.ACLResourceTypeTopic, rt.Topic) {
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if req.Version >= 5 {
 			for _, e := range h.Cfg.DescribeTopic(specs[i].configs) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name, c.ReadOnly, c.Source, c.IsSensitive = e.Name, e.ReadOnly, e.Source, e.Sensitive

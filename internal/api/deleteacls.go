@@ -15,7 +15,7 @@ import (
 // configVisibleTimeout later (an ACL created again meanwhile stays; it is answered as the
 // controller answered). SECURITY_DISABLED for every filter without an authorizer (acls.go).
 
-func handleDeleteACLs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDeleteACLs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteACLsRequest)
 	out := req.ResponseKind().(*kmsg.DeleteACLsResponse)
 	fail := func(err error) Reply {
@@ -25,6 +25,9 @@ func handleDeleteACLs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) 
 			out.Results = append(out.Results, res)
 		}
 		return msg(out)
+	}
+	if err := h.clusterDenied(c, kmsg.ACLOperationAlter); err != nil { // authorize.go
+		return fail(err)
 	}
 	if err := h.aclsDisabled(); err != nil {
 		return fail(err)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -10,9 +11,31 @@ import (
 // in __consumer_offsets); NON_EMPTY_GROUP while a group has members, GROUP_ID_NOT_FOUND for
 // unknown groups.
 
-func handleDeleteGroups(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDeleteGroups(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	resp.Groups = h.Groups.DeleteGroups(ctx, req.Groups)
+	// Authorization (authorize.go): DELETE on each group; the others are deleted.
+	var allowed []string
+	denied := map[string]bool{}
+	for _, id := range req.Groups {
+		if h.authorized(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, id) {
+			allowed = append(allowed, id)
+		} else {
+			denied[id] = true
+		}
+	}
+	var results []kmsg.DeleteGroupsResponseGroup
+	if len(allowed) > 0 {
+		results = h.Groups.DeleteGroups(ctx, allowed)
+	}
+	for _, id := range req.Groups {
+		if denied[id] {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			delete(denied, id) // a group named twice is answered once, as the coordinator does
+		}
+	}
+	resp.Groups = append(resp.Groups, results...)
 	return msg(resp)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/metadata"
@@ -21,24 +22,28 @@ import (
 // REQUEST_TIMED_OUT with the low watermark it had when the request arrived (Kafka's
 // DelayedDeleteRecords). low_watermark is the low watermark, -1 with an error.
 //
-// Errors, as Kafka: a topic or partition not in metadata UNKNOWN_TOPIC_OR_PARTITION; an
+// Errors, as Kafka: no DELETE on the topic TOPIC_AUTHORIZATION_FAILED (authorize.go); a topic or partition not in metadata UNKNOWN_TOPIC_OR_PARTITION; an
 // internal topic INVALID_TOPIC_EXCEPTION; a partition this broker does not lead (or hold)
 // NOT_LEADER_OR_FOLLOWER; a topic whose cleanup.policy lacks delete POLICY_VIOLATION; an
 // offset below -1 or above the high watermark OFFSET_OUT_OF_RANGE.
 
-func handleDeleteRecords(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDeleteRecords(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	im := h.Meta.Image()
 	now := h.nowMs()
 	var waits []deleteWait
+	deletable := h.authorizedNames(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic) // authorize.go
 	for ti, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			lw, wait, err := h.deleteRecords(im, rt.Topic, rp.Partition, rp.Offset, now, int64(req.TimeoutMillis))
+			lw, wait, err := int64(-1), (<-chan replica.DeleteRecordsResult)(nil), error(kerr.TopicAuthorizationFailed)
+			if deletable.ok(rt.Topic) {
+				lw, wait, err = h.deleteRecords(im, rt.Topic, rp.Partition, rp.Offset, now, int64(req.TimeoutMillis))
+			}
 			sp.LowWatermark = -1
 			if err == nil {
 				sp.LowWatermark = lw

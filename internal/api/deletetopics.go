@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/metadata"
@@ -16,7 +17,7 @@ import (
 // answer waits until this broker's image no longer has it; the replica manager removes the
 // partitions' files as it follows the image.
 
-func handleDeleteTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDeleteTopics(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	ctx, cancel := adminContext(ctx, req)
@@ -41,6 +42,24 @@ func handleDeleteTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 	fwd.SetVersion(apis[kmsg.DeleteTopics.Int16()].max) // the answer then carries names and ids
 	fwd.TimeoutMillis = req.TimeoutMillis
 	var fwdIdx []int
+	// Authorization (authorize.go): DELETE on the cluster, else DELETE on each topic
+	// (which implies DESCRIBE). A topic named by an id resolves to its name first; an
+	// unknown id stays the controller's UNKNOWN_TOPIC_ID.
+	clusterDelete := h.authorizedCluster(c, kmsg.ACLOperationDelete)
+	deletable := h.authorizedNames(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeTopic)
+	describable := h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	im := h.Meta.Image()
+	denied := func(rt kmsg.DeleteTopicsRequestTopic) bool {
+		if clusterDelete {
+			return false
+		}
+		if rt.Topic != nil {
+			return !deletable.ok(*rt.Topic)
+		}
+		t := im.TopicByID(rt.TopicID)
+		return t != nil && !deletable.ok(t.Name)
+	}
+	var revealed map[int]string // names of topics given by id the principal may describe
 	for i, rt := range targets {
 		switch {
 		case !h.Cfg.Current().DeleteTopicEnable:
@@ -53,6 +72,14 @@ func handleDeleteTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 			errs[i] = fmt.Errorf("%w: topic %q is named more than once", errInvalidRequest, *rt.Topic)
 		case rt.Topic == nil && ids[rt.TopicID] > 1:
 			errs[i] = fmt.Errorf("%w: topic id %s is named more than once", errInvalidRequest, metadata.TopicID(rt.TopicID))
+		case denied(rt):
+			errs[i] = kerr.TopicAuthorizationFailed
+			if t := im.TopicByID(rt.TopicID); rt.Topic == nil && t != nil && describable.ok(t.Name) {
+				if revealed == nil {
+					revealed = map[int]string{}
+				}
+				revealed[i] = t.Name
+			}
 		default:
 			fwd.Topics = append(fwd.Topics, kmsg.DeleteTopicsRequestTopic{Topic: rt.Topic, TopicID: rt.TopicID})
 			fwdIdx = append(fwdIdx, i)
@@ -62,6 +89,9 @@ func handleDeleteTopics(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 	for i, rt := range targets {
 		answers[i] = kmsg.NewDeleteTopicsResponseTopic()
 		answers[i].Topic, answers[i].TopicID = rt.Topic, rt.TopicID
+		if name, ok := revealed[i]; ok {
+			answers[i].Topic = &name
+		}
 	}
 	if len(fwdIdx) > 0 {
 		h.forwardDeleteTopics(ctx, fwd, fwdIdx, answers, errs)

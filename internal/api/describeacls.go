@@ -14,14 +14,17 @@ import (
 // field is INVALID_REQUEST; without an authorizer the answer is SECURITY_DISABLED
 // (acls.go). Version 0 carries no pattern type; kmsg reads it as LITERAL, as Kafka does.
 
-func handleDescribeACLs(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeACLs(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	f := authz.Filter{
 		ResourceType: req.ResourceType, Name: req.ResourceName, PatternType: req.ResourcePatternType,
 		Principal: req.Principal, Host: req.Host, Operation: req.Operation, Permission: req.PermissionType,
 	}
-	err := h.aclsDisabled()
+	err := h.clusterDenied(c, kmsg.ACLOperationDescribe) // authorize.go
+	if err == nil {
+		err = h.aclsDisabled()
+	}
 	if err == nil {
 		if verr := f.Validate(); verr != nil {
 			err = fmt.Errorf("%w: %w", errInvalidRequest, verr)

@@ -20,9 +20,13 @@ import (
 // response's INVALID_REQUEST (UNSUPPORTED_VERSION for an unknown entity type), with Kafka's
 // message. Entries are sorted by entity, keys by name.
 
-func handleDescribeClientQuotas(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeClientQuotas(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeClientQuotasRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if err := h.clusterDenied(c, kmsg.ACLOperationDescribeConfigs); err != nil { // as Kafka
+		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)
+		return msg(resp)
+	}
 	f, err := parseQuotaFilter(req.Components, req.Strict)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)

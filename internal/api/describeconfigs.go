@@ -15,13 +15,17 @@ import (
 // where it came from (topic override, dynamic or static broker config, default) and, when
 // asked, its synonyms and documentation.
 
-func handleDescribeConfigs(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeConfigs(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		entries, err := h.describeResource(rr.ResourceType, rr.ResourceName)
+		var entries []config.Entry
+		err := h.configDenied(c, kmsg.ACLOperationDescribeConfigs, rr.ResourceType, rr.ResourceName)
+		if err == nil {
+			entries, err = h.describeResource(rr.ResourceType, rr.ResourceName)
+		}
 		if err != nil {
 			sr.ErrorCode, sr.ErrorMessage = code(err), errMsg(err)
 			resp.Resources = append(resp.Resources, sr)

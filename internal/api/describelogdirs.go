@@ -11,9 +11,13 @@ import (
 // DescribeLogDirs v0-v4: the log dir with each partition's size on disk (all of them when the
 // request names no topics), and from v4 the file system's total and usable bytes.
 
-func handleDescribeLogDirs(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeLogDirs(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if err := h.clusterDenied(c, kmsg.ACLOperationDescribe); err != nil { // authorize.go
+		resp.ErrorCode = code(err) // v3+; no results either way, as Kafka
+		return msg(resp)
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = h.Logs.Dir()
 	dir.TotalBytes, dir.UsableBytes = -1, -1

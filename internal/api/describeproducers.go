@@ -3,7 +3,10 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/replica"
 )
 
 // DescribeProducers v0: the active producers of each partition as this replica's producer
@@ -13,16 +16,21 @@ import (
 // answers, a follower from the batches it copied (Kafka's Partition.activeProducerState needs
 // only the local log); a broker without the partition answers NOT_LEADER_OR_FOLLOWER.
 
-func handleDescribeProducers(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeProducers(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	readable := h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic) // authorize.go
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
-			p, err := h.partition(rt.Topic, idx)
+			var p *replica.Partition
+			err := error(kerr.TopicAuthorizationFailed)
+			if readable.ok(rt.Topic) {
+				p, err = h.partition(rt.Topic, idx)
+			}
 			if err != nil {
 				sp.ErrorCode, sp.ErrorMessage = code(err), errMsg(err)
 				st.Partitions = append(st.Partitions, sp)

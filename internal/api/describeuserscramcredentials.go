@@ -17,9 +17,13 @@ import (
 // a user named twice is DUPLICATE_RESOURCE (once), a user without a credential
 // RESOURCE_NOT_FOUND. Named users are answered in the order first named.
 
-func handleDescribeUserSCRAMCredentials(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleDescribeUserSCRAMCredentials(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if err := h.clusterDenied(c, kmsg.ACLOperationDescribe); err != nil { // authorize.go
+		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)
+		return msg(resp)
+	}
 	im := h.Meta.Image()
 	var users []string
 	dup := map[string]bool{}

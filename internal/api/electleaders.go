@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,19 +13,19 @@ import (
 // leads already is ELECTION_NOT_NEEDED. The new leaders reach clients through the metadata
 // image; the answer does not wait for them.
 
-func handleElectLeaders(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleElectLeaders(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ElectLeadersRequest)
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardIfAuthorized(ctx, c, kmsg.ACLOperationAlter, req) // authorize.go
 	if err == nil {
 		return msg(resp)
 	}
 	// Every partition asked for gets the error; with none named (all partitions), v1+
 	// carries it at the top level.
 	out := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	if req.Topics == nil {
-		out.ErrorCode = code(err)
+	if req.Topics == nil || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		out.ErrorCode = code(err) // Kafka's error answer: the error at the top, and per partition
 	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewElectLeadersResponseTopic()

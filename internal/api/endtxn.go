@@ -12,8 +12,15 @@ import (
 // v5 (KIP-890 part 2) bumps the epoch at every end and answers the new one. A broker that
 // runs no coordinator answers COORDINATOR_NOT_AVAILABLE.
 
-func handleEndTxn(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleEndTxn(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.EndTxnRequest)
+	// Authorization (authorize.go): WRITE on the transactional id.
+	if denied := h.txnDenied(c, req.TransactionalID, ""); denied != nil {
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = denied.Code
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		return msg(resp)
+	}
 	if h.Txns == nil {
 		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -66,6 +66,14 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 		f.replicaID = req.ReplicaState.ID
 	}
 	f.committed = f.replicaID < 0 && req.Version >= 4 && req.IsolationLevel == readCommitted
+	// Authorization (authorize.go): a follower needs CLUSTER_ACTION on the cluster, a
+	// consumer READ on each topic.
+	f.readable, f.replicaDenied = nil, false
+	if f.replicaID >= 0 {
+		f.replicaDenied = !h.authorizedCluster(c, kmsg.ACLOperationClusterAction)
+	} else {
+		f.readable = h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
+	}
 	f.resolve()
 	f.maxBytes = responseMaxBytes(req, h.Cfg.Current().FetchMaxBytes, sizeHint(f.topics))
 	f.maxBytes = h.fetchQuotaBytes(c, f.replicaID, f.maxBytes)
@@ -130,16 +138,20 @@ type fetch struct {
 	h         *Handler
 	req       *kmsg.FetchRequest
 	maxBytes  int32
-	replicaID int32  // >= 0: a follower's fetch
-	committed bool   // a consumer's read_committed fetch (v4+): reads up to the last stable offset
-	rack      string // the consumer's rack when a preferred read replica may be chosen (KIP-392)
-	listener  string // the listener the consumer came in on (with rack)
-	im        *metadata.Image
-	topics    []fetchTopic
-	parts     [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
-	slices    []storage.Slice
-	enc       fetchEncoder
-	raw       Raw
+	replicaID int32 // >= 0: a follower's fetch
+	// readable is READ TOPIC for a consumer (nil for a follower); replicaDenied is a
+	// follower without CLUSTER_ACTION (authorize.go).
+	readable      *authorizedSet
+	replicaDenied bool
+	committed     bool   // a consumer's read_committed fetch (v4+): reads up to the last stable offset
+	rack          string // the consumer's rack when a preferred read replica may be chosen (KIP-392)
+	listener      string // the listener the consumer came in on (with rack)
+	im            *metadata.Image
+	topics        []fetchTopic
+	parts         [][]*replica.Partition // parallel to topics[i].parts; nil where unknown
+	slices        []storage.Slice
+	enc           fetchEncoder
+	raw           Raw
 	// The fetch's session (fetchsession.go): want is what is read, the request's topics or
 	// (incremental) the session's partitions, whose slots are in slots in the same order;
 	// the rest are scratch space kept with the pooled fetch.
@@ -237,6 +249,9 @@ func (f *fetch) resolve() {
 				t, topicErr = nil, kerr.InconsistentTopicID.Code
 			}
 		}
+		if topicErr == 0 && !f.topicAuthorized(rt.Topic, t) {
+			t, topicErr = nil, kerr.TopicAuthorizationFailed.Code
+		}
 		ft := &f.topics[ti]
 		ft.name, ft.id = rt.Topic, rt.TopicID
 		ft.parts = resize(ft.parts, len(rt.Partitions))
@@ -261,6 +276,22 @@ func (f *fetch) resolve() {
 		}
 		f.parts[ti] = ps
 	}
+}
+
+// topicAuthorized reports whether the fetch may read the topic named name (by name, before
+// v13 or in an incremental session) or t (resolved by id): as Kafka, a topic is judged before
+// its existence, and an id that names no topic stays UNKNOWN_TOPIC_ID.
+func (f *fetch) topicAuthorized(name string, t *metadata.Topic) bool {
+	if f.replicaDenied {
+		return false
+	}
+	if f.readable == nil {
+		return true
+	}
+	if t != nil {
+		name = t.Name
+	}
+	return f.readable.ok(name)
 }
 
 // resize returns s with length n, reusing its array when large enough. Elements are not

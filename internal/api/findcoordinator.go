@@ -33,10 +33,19 @@ func handleFindCoordinator(h *Handler, _ context.Context, conn *Conn, r kmsg.Req
 		c.Key = key
 		var err *kerr.Error
 		var node int32
+		// Authorization (authorize.go): DESCRIBE on the group or the transactional id.
 		switch req.CoordinatorType {
 		case coordinatorGroup:
+			if !h.authorized(conn, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, key) {
+				err = kerr.GroupAuthorizationFailed
+				break
+			}
 			node, err = h.groupCoordinator(key)
 		case coordinatorTransaction:
+			if !h.authorized(conn, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key) {
+				err = kerr.TransactionalIDAuthorizationFailed
+				break
+			}
 			node, err = h.txnCoordinator(key)
 		default:
 			err = kerr.InvalidRequest

@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 )
@@ -72,4 +74,11 @@ func clientHost(c *Conn) string {
 func knownPartition(im *metadata.Image, topic string, p int32) bool {
 	t := im.Topic(topic)
 	return t != nil && p >= 0 && p < t.Partitions
+}
+
+// groupReadable reports whether the connection may READ the group, what JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and ConsumerGroupHeartbeat need
+// (authorize.go).
+func (h *Handler) groupReadable(c *Conn, id string) bool {
+	return h.authorized(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeGroup, id)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,6 +53,8 @@ type Handler struct {
 	// sessions is the fetch session cache (fetchsession.go), made on first use.
 	sessions     *fetchsession.Cache
 	sessionsOnce sync.Once
+	// authz is the standard authorizer of the last image asked about (authorize.go).
+	authz atomic.Pointer[authzState]
 }
 
 // ControllerChannel is the broker's channel to the active controller

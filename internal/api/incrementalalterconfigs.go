@@ -13,7 +13,7 @@ import (
 // remove items of list configs (cleanup.policy). A key named twice in one resource is
 // INVALID_REQUEST. Checked here, decided by the controller (configs.go).
 
-func handleIncrementalAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleIncrementalAlterConfigs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	ctx, cancel := adminContext(ctx, req)
@@ -24,7 +24,7 @@ func handleIncrementalAlterConfigs(h *Handler, ctx context.Context, _ *Conn, r k
 		keys[i] = configKey{rr.ResourceType, rr.ResourceName}
 		next[i] = func(cur map[string]string) (map[string]string, error) { return applyIncremental(cur, rr.Configs) }
 	}
-	wants, errs := h.checkConfigResources(keys, next)
+	wants, errs := h.checkConfigResources(c, keys, next)
 	fwd := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	fwd.SetVersion(req.Version)
 	fwd.ValidateOnly = req.ValidateOnly

@@ -26,10 +26,22 @@ import (
 // producerIDTimeout bounds the wait for a new block of producer ids.
 const producerIDTimeout = 10 * time.Second
 
-func handleInitProducerID(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleInitProducerID(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	// Authorization (authorize.go): a transactional producer needs WRITE on its
+	// transactional id; an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some
+	// topic (KIP-679).
+	switch {
+	case req.TransactionalID != nil && !h.authorized(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return msg(resp)
+	case req.TransactionalID == nil && !h.authorizedCluster(c, kmsg.ACLOperationIdempotentWrite) &&
+		!h.authorizedOnSomeResource(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return msg(resp)
+	}
 	if req.TransactionalID != nil {
 		if h.Txns == nil {
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/group"
@@ -17,6 +18,11 @@ func handleJoinGroup(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) R
 	req := r.(*kmsg.JoinGroupRequest)
 	if req.Reason != nil {
 		h.Log.Debug("join group", "group", req.Group, "member", req.MemberID, "client_id", c.ClientID, "reason", *req.Reason)
+	}
+	if !h.groupReadable(c, req.Group) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.GroupAuthorizationFailed.Code, req.MemberID, -1
+		return msg(resp)
 	}
 	return msg(h.Groups.JoinGroup(ctx, req, group.Client{ID: c.ClientID, Host: clientHost(c)}))
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,6 +12,11 @@ import (
 
 func handleLeaveGroup(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.LeaveGroupRequest)
+	if !h.groupReadable(c, req.Group) {
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return msg(resp)
+	}
 	resp := h.Groups.LeaveGroup(ctx, req)
 	for i, m := range req.Members {
 		if i < len(resp.Members) && resp.Members[i].ErrorCode == 0 {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/replica"
@@ -24,17 +25,21 @@ const (
 	tsEarliestLocal = -4
 )
 
-func handleListOffsets(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleListOffsets(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	committed := req.Version >= 2 && req.IsolationLevel == readCommitted
+	describable := h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			ts, off, epoch, err := h.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.Version, req.ReplicaID, committed)
+			ts, off, epoch, err := int64(-1), int64(-1), int32(-1), error(kerr.TopicAuthorizationFailed)
+			if describable.ok(rt.Topic) {
+				ts, off, epoch, err = h.listOffset(rt.Topic, rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, req.Version, req.ReplicaID, committed)
+			}
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else if sp.ErrorCode == 0 {

@@ -9,11 +9,11 @@ import (
 // ListPartitionReassignments v0: the ongoing reassignments of the named partitions (null
 // topics: all of them), as the controller knows them (forward.go).
 
-func handleListPartitionReassignments(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleListPartitionReassignments(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ListPartitionReassignmentsRequest)
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardIfAuthorized(ctx, c, kmsg.ACLOperationDescribe, req) // authorize.go
 	if err == nil {
 		return msg(resp)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -11,11 +12,17 @@ import (
 // duration, and (v2) a transactional id pattern. A broker that runs no coordinator lists
 // none.
 
-func handleListTransactions(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleListTransactions(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ListTransactionsRequest)
 	if h.Txns == nil {
 		resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
 		return msg(resp)
 	}
-	return msg(h.Txns.ListTransactions(req))
+	// Authorization (authorize.go): only the transactional ids the principal may describe.
+	resp := h.Txns.ListTransactions(req)
+	describable := h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId)
+	resp.TransactionStates = slices.DeleteFunc(resp.TransactionStates, func(s kmsg.ListTransactionsResponseTransactionState) bool {
+		return !describable.ok(s.TransactionalID)
+	})
+	return msg(resp)
 }

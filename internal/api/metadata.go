@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/txn"
@@ -15,7 +16,8 @@ import (
 // Metadata v0-v12. Topics nil (or, in v0, empty) means every topic. An unknown topic is
 // UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for a name Kafka does not allow); when
 // the request allows it (always before v4) and auto.create.topics.enable is true, its
-// creation is also sent to the controller, within bounds, without waiting (autocreate.go).
+// creation is also sent to the controller, within bounds, without waiting (autocreate.go),
+// when the principal may create it (CREATE on the cluster or the topic).
 
 // authorizedOpsUnset is what Kafka answers when authorized operations were not requested.
 const authorizedOpsUnset = math.MinInt32
@@ -33,42 +35,82 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 	resp.ClusterID = &h.ClusterID
 	resp.ControllerID = h.controllerID(im)
 	resp.AuthorizedOperations = authorizedOpsUnset
-
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if h.authorizedCluster(c, kmsg.ACLOperationDescribe) {
+			resp.AuthorizedOperations = h.authorizedOps(c, kmsg.ACLResourceTypeCluster, authz.ClusterName)
+		}
+	}
+	// Authorization (authorize.go): a topic the principal may not describe is never
+	// revealed: left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED when named.
+	describable := h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	withOps := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		if req.IncludeTopicAuthorizedOperations && mt.Topic != nil {
+			mt.AuthorizedOperations = h.authorizedOps(c, kmsg.ACLResourceTypeTopic, *mt.Topic)
+		}
+		return mt
+	}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, n := range im.TopicNames() {
-			resp.Topics = append(resp.Topics, h.topicMetadata(im, im.Topic(n), listener))
+			if describable.ok(n) {
+				resp.Topics = append(resp.Topics, withOps(h.topicMetadata(im, im.Topic(n), listener)))
+			}
 		}
 		return msg(resp)
 	}
 	autoCreate := h.Cfg.Current().AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation)
+	var mayCreate *authorizedSet // CREATE TOPIC, asked when CREATE CLUSTER is not allowed
 	var create []string
 	for _, rt := range req.Topics {
 		var t *metadata.Topic
 		if rt.Topic == nil {
-			if t = im.TopicByID(rt.TopicID); t == nil {
+			t = im.TopicByID(rt.TopicID)
+			if t == nil || !describable.ok(t.Name) {
+				// Topic ids are not secret: an unauthorized one is named as such, without
+				// its name.
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.ErrorCode = kerr.UnknownTopicID.Code
+				if t != nil {
+					mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 				mt.TopicID = rt.TopicID
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+		} else if !describable.ok(*rt.Topic) {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = rt.Topic
+			mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName
+			resp.Topics = append(resp.Topics, mt)
+			continue
 		} else if t = im.Topic(*rt.Topic); t == nil {
 			err := validTopicName(*rt.Topic)
 			if err == nil {
 				err = errUnknownPartition
 				if autoCreate {
-					create = append(create, *rt.Topic)
+					if mayCreate == nil && !h.authorizedCluster(c, kmsg.ACLOperationCreate) {
+						mayCreate = h.authorizedNames(c, kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic)
+					}
+					if mayCreate == nil || mayCreate.ok(*rt.Topic) {
+						create = append(create, *rt.Topic)
+					} else {
+						err = kerr.TopicAuthorizationFailed
+					}
 				}
 			}
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = code(err)
 			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName
+			if err != kerr.TopicAuthorizationFailed {
+				mt = withOps(mt)
+			}
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, h.topicMetadata(im, t, listener))
+		resp.Topics = append(resp.Topics, withOps(h.topicMetadata(im, t, listener)))
 	}
 	if len(create) > 0 {
 		h.autoCreate(create)

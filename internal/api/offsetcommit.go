@@ -15,16 +15,20 @@ import (
 // commit timestamp and v2-v4's retention time are honoured (they set the commit time and an
 // explicit expiry); v6+ carries the leader epoch; v7+ the group instance id.
 
-func handleOffsetCommit(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleOffsetCommit(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.OffsetCommitRequest)
 	im := h.Meta.Image()
+	// Authorization (authorize.go): READ on the group, or every partition fails; READ on
+	// each topic, checked before its existence.
+	groupDenied := !h.groupReadable(c, req.Group)
+	readable := h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
 	known := *req
 	known.Topics = nil
 	for _, rt := range req.Topics {
 		kt := rt
 		kt.Partitions = nil
 		for _, rp := range rt.Partitions {
-			if knownPartition(im, rt.Topic, rp.Partition) {
+			if !groupDenied && readable.ok(rt.Topic) && knownPartition(im, rt.Topic, rp.Partition) {
 				kt.Partitions = append(kt.Partitions, rp)
 			}
 		}
@@ -48,8 +52,12 @@ func handleOffsetCommit(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if c, ok := codes[group.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok {
-				sp.ErrorCode = c
+			if ec, ok := codes[group.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]; ok {
+				sp.ErrorCode = ec
+			} else if groupDenied {
+				sp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			} else if !readable.ok(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			} else {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			}

@@ -12,16 +12,24 @@ import (
 // whole group with NON_EMPTY_GROUP for non-consumer groups with members or GROUP_ID_NOT_FOUND.
 // Partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION.
 
-func handleOffsetDelete(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleOffsetDelete(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.OffsetDeleteRequest)
 	im := h.Meta.Image()
+	// Authorization (authorize.go): DELETE on the group, or the whole request fails; READ
+	// on each topic.
+	if !h.authorized(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return msg(resp)
+	}
+	readable := h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
 	known := *req
 	known.Topics = nil
 	for _, rt := range req.Topics {
 		kt := rt
 		kt.Partitions = nil
 		for _, rp := range rt.Partitions {
-			if knownPartition(im, rt.Topic, rp.Partition) {
+			if readable.ok(rt.Topic) && knownPartition(im, rt.Topic, rp.Partition) {
 				kt.Partitions = append(kt.Partitions, rp)
 			}
 		}
@@ -47,7 +55,9 @@ func handleOffsetDelete(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if !knownPartition(im, rt.Topic, rp.Partition) {
+			if !readable.ok(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			} else if !knownPartition(im, rt.Topic, rp.Partition) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				sp.ErrorCode = codes[rt.Topic][rp.Partition]

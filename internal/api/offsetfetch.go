@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,12 +16,12 @@ import (
 // several groups at once. v9's member id and epoch matter only
 // to KIP-848 consumer groups: for classic groups Kafka does not check them, nor do we.
 
-func handleOffsetFetch(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleOffsetFetch(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for i := range req.Groups {
-			resp.Groups = append(resp.Groups, h.Groups.FetchOffsets(&req.Groups[i], req.RequireStable))
+			resp.Groups = append(resp.Groups, h.fetchOffsets(c, &req.Groups[i], req.RequireStable))
 		}
 		return msg(resp)
 	}
@@ -31,7 +33,7 @@ func handleOffsetFetch(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) R
 			g.Topics = append(g.Topics, kmsg.OffsetFetchRequestGroupTopic{Topic: t.Topic, Partitions: t.Partitions})
 		}
 	}
-	got := h.Groups.FetchOffsets(&g, req.RequireStable)
+	got := h.fetchOffsets(c, &g, req.RequireStable)
 	resp.ErrorCode = got.ErrorCode
 	if got.ErrorCode != 0 && req.Version < 2 {
 		// No top-level error before v2: every requested partition carries it.
@@ -58,4 +60,44 @@ func handleOffsetFetch(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) R
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return msg(resp)
+}
+
+// fetchOffsets answers one group's offsets for the connection (authorize.go): DESCRIBE on the
+// group, or the group fails GROUP_AUTHORIZATION_FAILED; DESCRIBE on each topic, a named topic
+// the principal may not describe failing each partition with TOPIC_AUTHORIZATION_FAILED,
+// and such a topic left out when every committed offset is asked for.
+func (h *Handler) fetchOffsets(c *Conn, g *kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
+	if !h.authorized(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, g.Group) {
+		out := kmsg.NewOffsetFetchResponseGroup()
+		out.Group, out.ErrorCode = g.Group, kerr.GroupAuthorizationFailed.Code
+		return out
+	}
+	describable := h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	if g.Topics == nil {
+		out := h.Groups.FetchOffsets(g, requireStable)
+		out.Topics = slices.DeleteFunc(out.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return !describable.ok(t.Topic) })
+		return out
+	}
+	allowed := *g
+	allowed.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
+	var denied []kmsg.OffsetFetchResponseGroupTopic
+	for _, t := range g.Topics {
+		if describable.ok(t.Topic) {
+			allowed.Topics = append(allowed.Topics, t)
+			continue
+		}
+		dt := kmsg.NewOffsetFetchResponseGroupTopic()
+		dt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			dp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+			dp.Partition, dp.Offset, dp.ErrorCode = p, -1, kerr.TopicAuthorizationFailed.Code
+			dt.Partitions = append(dt.Partitions, dp)
+		}
+		denied = append(denied, dt)
+	}
+	out := h.Groups.FetchOffsets(&allowed, requireStable)
+	if out.ErrorCode == 0 {
+		out.Topics = append(out.Topics, denied...)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/replica"
@@ -22,9 +23,15 @@ func init() {
 	apis[kmsg.OffsetForLeaderEpoch.Int16()] = api{0, 4, handleOffsetForLeaderEpoch}
 }
 
-func handleOffsetForLeaderEpoch(h *Handler, _ context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleOffsetForLeaderEpoch(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// Authorization (authorize.go): CLUSTER_ACTION on the cluster (a follower) covers every
+	// topic; otherwise (a consumer, KIP-320) DESCRIBE on each.
+	var describable *authorizedSet
+	if !h.authorizedCluster(c, kmsg.ACLOperationClusterAction) {
+		describable = h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, 0, len(req.Topics))
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -37,7 +44,11 @@ func handleOffsetForLeaderEpoch(h *Handler, _ context.Context, _ *Conn, r kmsg.R
 			if req.Version < 2 {
 				current = -1
 			}
-			p, err := h.partition(rt.Topic, rp.Partition)
+			var p *replica.Partition
+			err := error(kerr.TopicAuthorizationFailed)
+			if describable == nil || describable.ok(rt.Topic) {
+				p, err = h.partition(rt.Topic, rp.Partition)
+			}
 			if err == nil {
 				var ans replica.EpochEndOffset
 				if ans, err = p.LastOffsetForLeaderEpoch(current, rp.LeaderEpoch); err == nil {

@@ -45,6 +45,20 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 	// coordinator before any is appended (produceverify.go).
 	var pending []pendingAppend
 	transactional := req.Version >= 3 && req.TransactionID != nil
+	// Authorization (authorize.go): transactional records need WRITE on the transactional
+	// id, or the whole request fails; each topic needs WRITE. Under an authorizer,
+	// transactional records without a transactional id fail the same way, as in Kafka;
+	// without one they keep the answers the checks below give them (INVALID_RECORD,
+	// INVALID_TXN_STATE).
+	txnDenied := false
+	if hasTransactionalRecords(req) {
+		if req.TransactionID != nil {
+			txnDenied = !h.authorized(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *req.TransactionID)
+		} else {
+			txnDenied = h.authorizing()
+		}
+	}
+	writable := h.authorizedNames(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic)
 	for ti, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -57,6 +71,10 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 			switch {
 			case req.Acks < -1 || req.Acks > 1:
 				err = kerr.InvalidRequiredAcks // Kafka refuses the whole request, appending nothing
+			case txnDenied:
+				err = kerr.TransactionalIDAuthorizationFailed
+			case !writable.ok(rt.Topic):
+				err = kerr.TopicAuthorizationFailed
 			case transactional:
 				var pa pendingAppend
 				pa, err = h.prepareProduce(req.Version, rt.Topic, rp.Partition, rp.Records, nil)
@@ -102,6 +120,21 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 		h.produceLeaderHints(resp, h.listenerOf(c))
 	}
 	return h.throttleProduce(c, req, busy, msg(resp))
+}
+
+// hasTransactionalRecords reports whether a partition's first batch is transactional (the
+// attributes' bit 4 of a magic 2 batch), as Kafka's RequestUtils.hasTransactionalRecords
+// tells the requests that need the transactional id's authorization.
+func hasTransactionalRecords(req *kmsg.ProduceRequest) bool {
+	const magicAt, attrsAt, txnBit = 16, 21, 0x10
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if b := rp.Records; len(b) > attrsAt+1 && b[magicAt] == 2 && b[attrsAt+1]&txnBit != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // produceFailed sets a partition's answer to err (logging errors with no Kafka meaning).

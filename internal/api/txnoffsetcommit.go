@@ -28,16 +28,20 @@ import (
 // or moving transaction coordinator COORDINATOR_NOT_AVAILABLE, as Kafka's group coordinator
 // maps the NOT_ENOUGH_REPLICAS of a failed verification). v6 names topics by id.
 
-func handleTxnOffsetCommit(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleTxnOffsetCommit(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.TxnOffsetCommitRequest)
 	im := h.Meta.Image()
+	// Authorization (authorize.go): WRITE on the transactional id and READ on the group, or
+	// every partition fails; READ on each topic.
+	denied := h.txnDenied(c, req.TransactionalID, req.Group)
+	readable := h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
 	known := *req
 	known.Topics = nil
 	for _, rt := range req.Topics {
 		kt := rt
 		kt.Partitions = nil
 		for _, rp := range rt.Partitions {
-			if knownPartition(im, rt.Topic, rp.Partition) {
+			if denied == nil && readable.ok(rt.Topic) && knownPartition(im, rt.Topic, rp.Partition) {
 				kt.Partitions = append(kt.Partitions, rp)
 			}
 		}
@@ -73,6 +77,10 @@ func handleTxnOffsetCommit(h *Handler, ctx context.Context, _ *Conn, r kmsg.Requ
 			sp.Partition = rp.Partition
 			c, ok := codes[group.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}]
 			switch {
+			case !ok && denied != nil:
+				c = denied.Code
+			case !ok && !readable.ok(rt.Topic):
+				c = kerr.TopicAuthorizationFailed.Code
 			case !ok:
 				c = kerr.UnknownTopicOrPartition.Code
 			case c == kerr.CoordinatorLoadInProgress.Code && req.Version < 2:

@@ -21,12 +21,12 @@ import (
 // A registration still shown when the request's time runs out is REQUEST_TIMED_OUT with a
 // message saying the controller did unregister it.
 
-func handleUnregisterBroker(h *Handler, ctx context.Context, _ *Conn, r kmsg.Request) Reply {
+func handleUnregisterBroker(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.UnregisterBrokerRequest)
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
 	before := h.Meta.Image().Broker(req.BrokerID)
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardIfAuthorized(ctx, c, kmsg.ACLOperationAlter, req) // authorize.go
 	if err == nil && resp.(*kmsg.UnregisterBrokerResponse).ErrorCode != 0 {
 		return msg(resp)
 	}

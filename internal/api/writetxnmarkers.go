@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/group"
@@ -38,7 +39,29 @@ type markerWrite struct {
 }
 
 func handleWriteTxnMarkers(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
-	return msg(h.writeTxnMarkers(ctx, r.(*kmsg.WriteTxnMarkersRequest), c.release))
+	req := r.(*kmsg.WriteTxnMarkersRequest)
+	// Authorization (authorize.go): only brokers write markers: CLUSTER_ACTION on the
+	// cluster, or every partition fails.
+	if !h.authorizedCluster(c, kmsg.ACLOperationClusterAction) {
+		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, rm := range req.Markers {
+			sm := kmsg.NewWriteTxnMarkersResponseMarker()
+			sm.ProducerID = rm.ProducerID
+			for _, rt := range rm.Topics {
+				st := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				st.Topic = rt.Topic
+				for _, idx := range rt.Partitions {
+					sp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					sp.Partition, sp.ErrorCode = idx, kerr.ClusterAuthorizationFailed.Code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				sm.Topics = append(sm.Topics, st)
+			}
+			resp.Markers = append(resp.Markers, sm)
+		}
+		return msg(resp)
+	}
+	return msg(h.writeTxnMarkers(ctx, req, c.release))
 }
 
 // WriteTxnMarkers answers a WriteTxnMarkers request for this broker's own partitions
