@@ -30,7 +30,7 @@ import (
 const DefaultBootstrapServer = "127.0.0.1:9092"
 
 // AddCommands adds the client tools (topic, produce, consume, group, txn,
-// cluster, reassign, leader, bench) to root.
+// cluster, reassign, leader, bench, acl, user) to root.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
 		newTopicCommand(),
@@ -42,6 +42,8 @@ func AddCommands(root *cobra.Command) {
 		newReassignCommand(),
 		newLeaderCommand(),
 		newBenchCommand(),
+		newACLCommand(),
+		newUserCommand(),
 	)
 }
 
