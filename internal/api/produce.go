@@ -113,7 +113,7 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 	if len(waits) > 0 {
 		// The records are in the log: the request's bytes are not read again, and its buffer
 		// must not stay held while the followers catch up (their fetches need pool memory too).
-		c.release()
+		c.FreeRequest()
 		h.awaitCommit(ctx, resp, waits, time.Duration(req.TimeoutMillis)*time.Millisecond)
 	}
 	if failed && req.Version >= 10 {

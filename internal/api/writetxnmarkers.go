@@ -61,7 +61,7 @@ func handleWriteTxnMarkers(h *Handler, ctx context.Context, c *Conn, r kmsg.Requ
 		}
 		return msg(resp)
 	}
-	return msg(h.writeTxnMarkers(ctx, req, c.release))
+	return msg(h.writeTxnMarkers(ctx, req, c.FreeRequest))
 }
 
 // WriteTxnMarkers answers a WriteTxnMarkers request for this broker's own partitions

@@ -45,7 +45,7 @@
 //
 // KIP-219: the broker answers at once, with the throttle time in the response's
 // throttle_time_ms, then reads nothing more from the connection until the throttle time has
-// passed (the server mutes the connection; api.Reply.Throttle). A client that honours the
+// passed (the server mutes the connection; server.Reply.Throttle). A client that honours the
 // field waits by itself; one that does not is held back all the same.
 //
 // # Locking

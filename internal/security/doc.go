@@ -1,7 +1,7 @@
 // Package security is the connection edge of Kafka's security model: how a listener's
 // connections are encrypted (TLS) and authenticated (SASL), and who each one is (its
 // principal). The server (internal/server) asks it at accept and before each request; the
-// API handlers only ever see the principal it settled on (api.Conn.Principal), which they
+// API handlers only ever see the principal it settled on (server.Conn.Principal), which they
 // hand to internal/authz.
 //
 // # Shape

@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
-	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/security"
 )
 
@@ -27,21 +26,21 @@ import (
 //
 // A request's buffer and the bytes it holds in the server's MemoryPool are given back by
 // releaseRequest: after the request is answered, or earlier when the handler calls
-// api.Conn.Release because it no longer reads the request's bytes (a Produce before it waits
+// Conn.Release because it no longer reads the request's bytes (a Produce before it waits
 // for acks=all). Everything runs on the connection's goroutine.
 type conn struct {
 	srv  *Server
 	nc   net.Conn
 	br   *bufio.Reader
 	out  []byte // response encoding buffer, reused
-	info api.Conn
+	info Conn
 	log  *slog.Logger
 	sess *security.Session // nil on a listener without security (every connection ANONYMOUS)
 
 	req  *[]byte // the request being handled, until releaseRequest; nil between requests
 	held int64   // the bytes it holds in srv.limits.Pool
 
-	throttle time.Duration // the last reply's api.Reply.Throttle, waited out by mute
+	throttle time.Duration // the last reply's Reply.Throttle, waited out by mute
 }
 
 // Reasons a connection is closed while waiting for a request.
@@ -278,7 +277,7 @@ const gatherCap = gatherLimit + gatherMax
 // writeRaw sends a hand-encoded body: byte parts and small file parts are gathered and
 // written together, large file parts go by sendfile from an explicit offset (never the
 // file's shared position).
-func (c *conn) writeRaw(h header, raw *api.Raw, flex bool) bool {
+func (c *conn) writeRaw(h header, raw *Raw, flex bool) bool {
 	defer func() {
 		if raw.Done != nil {
 			raw.Done()

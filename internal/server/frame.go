@@ -44,7 +44,7 @@ const minFrame = 2 + 2 + 4 + 2
 // of a new one the runtime must zero (19% of broker CPU producing to 1,000 partitions, whose
 // requests reach tens of MiB). A decoded request's byte slices (Produce records) alias the
 // buffer, so it goes back to its pool only when the handler is done with them: once the
-// request is answered, or when the handler calls api.Conn.Release (Produce, once its records
+// request is answered, or when the handler calls Conn.Release (Produce, once its records
 // are in the log and before it waits for acks=all). See conn.releaseRequest.
 //
 //   - Frames up to 1 MiB use size classes in sync.Pools: class c holds buffers of capacity at

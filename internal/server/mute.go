@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// mute waits out the throttle of the reply just sent (api.Reply.Throttle, KIP-219) before the
+// mute waits out the throttle of the reply just sent (Reply.Throttle, KIP-219) before the
 // connection reads its next request, as Kafka mutes a throttled client's channel: the client
 // was told throttle_time_ms in the response, and one that ignores it is held back all the
 // same. Reading resumes after the throttle; connections.max.idle.ms counts from then. A

@@ -12,7 +12,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/server"
 )
 
@@ -26,11 +25,11 @@ func (h *throttler) Versions(key int16) (int16, int16, bool) {
 	return 0, 3, key == kmsg.ApiVersions.Int16()
 }
 
-func (h *throttler) Handle(_ context.Context, _ *api.Conn, req kmsg.Request) api.Reply {
+func (h *throttler) Handle(_ context.Context, _ *server.Conn, req kmsg.Request) server.Reply {
 	h.handled.Add(1)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ThrottleMillis = int32(h.throttle.Milliseconds())
-	return api.Reply{Msg: resp, Throttle: h.throttle}
+	return server.Reply{Msg: resp, Throttle: h.throttle}
 }
 
 func (h *throttler) UnsupportedApiVersions() kmsg.Response { return kmsg.NewPtrApiVersionsResponse() }

@@ -15,17 +15,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/security"
 )
 
-// Handler is what the connection loop dispatches to (api.Handler).
+// Handler is what the connection loop dispatches to (api.Handler implements it).
 type Handler interface {
 	// Versions is the [min, max] version range served for an API key; ok false if unserved.
 	Versions(key int16) (min, max int16, ok bool)
 	// Handle answers one decoded request.
-	Handle(ctx context.Context, c *api.Conn, req kmsg.Request) api.Reply
+	Handle(ctx context.Context, c *Conn, req kmsg.Request) Reply
 	// UnsupportedApiVersions is the KIP-511 answer to an ApiVersions of unknown version.
 	UnsupportedApiVersions() kmsg.Response
 	// MaxRequestBytes is socket.request.max.bytes.
@@ -135,7 +134,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			c := &conn{
 				srv:  s,
 				nc:   nc,
-				info: api.Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name, Principal: authz.Anonymous},
+				info: Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name, Principal: authz.Anonymous},
 				log:  s.log.With("remote", nc.RemoteAddr().String()),
 			}
 			if c.secure() {

@@ -27,9 +27,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/server"
 )
 
 // Config configures a controller's handler.
@@ -120,8 +120,8 @@ func (h *Handler) Versions(key int16) (int16, int16, bool) {
 func (h *Handler) MaxRequestBytes() int32 { return h.cfg.MaxRequestBytes }
 
 // Handle answers one request whose key and version were checked against Versions.
-func (h *Handler) Handle(ctx context.Context, _ *api.Conn, req kmsg.Request) api.Reply {
-	return api.Reply{Msg: apis[req.Key()].handle(h, ctx, req)}
+func (h *Handler) Handle(ctx context.Context, _ *server.Conn, req kmsg.Request) server.Reply {
+	return server.Reply{Msg: apis[req.Key()].handle(h, ctx, req)}
 }
 
 // handleApiVersions is ApiVersions v0-v3.
