@@ -409,10 +409,13 @@ var brokerDefList = []*brokerDef{
 	{name: "authorizer.class.name", vt: stringType("", StandardAuthorizer), dflt: str(""), field: func(b *Broker) any { return &b.AuthorizerClassName }, doc: "The authorizer: empty for none (every request is allowed), or " + StandardAuthorizer + " for Kafka's ACLs kept in the metadata log."},
 	{name: "super.users", vt: principalListType(), dflt: str(""), field: func(b *Broker) any { return &b.SuperUsers }, doc: "Principals (Type:Name, separated by semicolons) allowed every operation on every resource whatever the ACLs say."},
 	{name: "allow.everyone.if.no.acl.found", vt: vtBool, dflt: str("false"), field: func(b *Broker) any { return &b.AllowEveryoneIfNoACLFound }, doc: "Whether a resource that no ACL names is open to every principal (true) or only to super users (false)."},
+}
 
-	// Accepted so Kafka's sample server.properties loads; not used by Gregor.
-	{name: "share.coordinator.state.topic.replication.factor", vt: shortType(1, noMax), dflt: num(3), doc: "Replication factor of the share-group state topic (accepted, unused)."},
-	{name: "share.coordinator.state.topic.min.isr", vt: shortType(1, noMax), dflt: num(2), doc: "min.insync.replicas of the share-group state topic (accepted, unused)."},
+// notServed are Kafka broker keys Gregor knows but cannot honour yet: start-up stops naming
+// them (with why) rather than accepting and ignoring them.
+var notServed = map[string]string{
+	"share.coordinator.state.topic.replication.factor": "share groups are not served yet",
+	"share.coordinator.state.topic.min.isr":            "share groups are not served yet",
 }
 
 // brokerDefs indexes brokerDefList by name; defaultValues holds the
@@ -501,6 +504,9 @@ func Parse(props map[string]string) (*Broker, error) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if _, _, listenerKey := splitListenerKey(k); brokerDefs[k] == nil && !listenerKey {
+			if why, ok := notServed[k]; ok {
+				return nil, &Error{Key: k, Reason: "Kafka's key, not served by Gregor yet: " + why, Err: ErrUnknownConfig}
+			}
 			return nil, unknown(k, "broker configuration")
 		}
 	}
