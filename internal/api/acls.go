@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,6 +27,18 @@ func (h *Handler) aclsDisabled() error {
 		return errSecurityDisabled
 	}
 	return nil
+}
+
+// forwardACLChange runs what CreateAcls and DeleteAcls check before the controller decides
+// (ALTER on the cluster, authorize.go; an authorizer configured) and forwards req.
+func (h *Handler) forwardACLChange(ctx context.Context, c *Conn, req kmsg.Request) (kmsg.Response, error) {
+	if err := h.clusterDenied(c, kmsg.ACLOperationAlter); err != nil {
+		return nil, err
+	}
+	if err := h.aclsDisabled(); err != nil {
+		return nil, err
+	}
+	return h.forward(ctx, req)
 }
 
 // aclsShown reports whether im holds every binding of want (present) or none of them

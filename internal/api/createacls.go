@@ -26,15 +26,9 @@ func handleCreateACLs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 		}
 		return msg(out)
 	}
-	if err := h.clusterDenied(c, kmsg.ACLOperationAlter); err != nil { // authorize.go
-		return fail(err)
-	}
-	if err := h.aclsDisabled(); err != nil {
-		return fail(err)
-	}
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardACLChange(ctx, c, req)
 	if err != nil {
 		return fail(err)
 	}
@@ -45,10 +39,7 @@ func handleCreateACLs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 	var created []authz.Binding
 	for i, c := range req.Creations {
 		if cr.Results[i].ErrorCode == 0 {
-			created = append(created, authz.Binding{
-				Pattern: authz.Pattern{ResourceType: c.ResourceType, Name: c.ResourceName, PatternType: c.ResourcePatternType},
-				Entry:   authz.Entry{Principal: c.Principal, Host: c.Host, Operation: c.Operation, Permission: c.PermissionType},
-			})
+			created = append(created, authz.NewBinding(c.ResourceType, c.ResourceName, c.ResourcePatternType, c.Principal, c.Host, c.Operation, c.PermissionType))
 		}
 	}
 	if err := h.awaitMetadata(ctx, func(im *metadata.Image) bool { return aclsShown(im, created, true) }, configVisibleTimeout); err != nil {

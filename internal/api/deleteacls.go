@@ -26,15 +26,9 @@ func handleDeleteACLs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 		}
 		return msg(out)
 	}
-	if err := h.clusterDenied(c, kmsg.ACLOperationAlter); err != nil { // authorize.go
-		return fail(err)
-	}
-	if err := h.aclsDisabled(); err != nil {
-		return fail(err)
-	}
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
-	resp, err := h.forward(ctx, req)
+	resp, err := h.forwardACLChange(ctx, c, req)
 	if err != nil {
 		return fail(err)
 	}
@@ -46,10 +40,7 @@ func handleDeleteACLs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 	for _, res := range dr.Results {
 		for _, m := range res.MatchingACLs {
 			if m.ErrorCode == 0 {
-				removed = append(removed, authz.Binding{
-					Pattern: authz.Pattern{ResourceType: m.ResourceType, Name: m.ResourceName, PatternType: m.ResourcePatternType},
-					Entry:   authz.Entry{Principal: m.Principal, Host: m.Host, Operation: m.Operation, Permission: m.PermissionType},
-				})
+				removed = append(removed, authz.NewBinding(m.ResourceType, m.ResourceName, m.ResourcePatternType, m.Principal, m.Host, m.Operation, m.PermissionType))
 			}
 		}
 	}

@@ -74,6 +74,15 @@ type Binding struct {
 	Entry
 }
 
+// NewBinding is the binding of an ACL as Kafka's requests spell it field by field
+// (CreateAcls' creations, DeleteAcls' matching ACLs).
+func NewBinding(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType, principal, host string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) Binding {
+	return Binding{
+		Pattern: Pattern{ResourceType: rt, Name: name, PatternType: pt},
+		Entry:   Entry{Principal: principal, Host: host, Operation: op, Permission: perm},
+	}
+}
+
 // String is the binding as Kafka's tools print it.
 func (b Binding) String() string {
 	return fmt.Sprintf("(pattern=ResourcePattern(resourceType=%s, name=%s, patternType=%s), entry=(principal=%s, host=%s, operation=%s, permissionType=%s))",

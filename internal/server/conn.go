@@ -200,7 +200,7 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 		return false
 	}
 	if intercepted {
-		return c.intercept(h, req)
+		return c.intercept(ctx, h, req)
 	}
 	c.info.ClientID = h.clientID
 	reply := c.srv.handler.Handle(ctx, &c.info, req)

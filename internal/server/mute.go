@@ -13,6 +13,12 @@ import (
 func (c *conn) mute(ctx context.Context) bool {
 	d := c.throttle
 	c.throttle = 0
+	return c.pause(ctx, d)
+}
+
+// pause holds the connection's goroutine for d (nothing is read or written meanwhile); false
+// when the server stops or ctx ends first.
+func (c *conn) pause(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}

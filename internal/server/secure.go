@@ -86,7 +86,7 @@ func (c *conn) admit(h header) (handled, keep bool) {
 
 // intercept answers a SaslHandshake or SaslAuthenticate the Session took (admit said
 // Intercept), decoded at its checked version.
-func (c *conn) intercept(h header, req kmsg.Request) bool {
+func (c *conn) intercept(ctx context.Context, h header, req kmsg.Request) bool {
 	var resp kmsg.Response
 	switch r := req.(type) {
 	case *kmsg.SASLHandshakeRequest:
@@ -99,7 +99,7 @@ func (c *conn) intercept(h header, req kmsg.Request) bool {
 	c.info.Principal = c.sess.Principal()
 	if c.sess.Failed() {
 		c.log.Info("authentication failed", "listener", c.srv.name, "api", kmsg.NameForKey(h.key), "client_id", h.clientID, "reason", failReason(resp))
-		if !c.delayFailure() {
+		if !c.delayFailure(ctx) {
 			return false
 		}
 		c.writeMsg(h, resp, h.version, req.IsFlexible())
@@ -135,19 +135,8 @@ func joinComma(s []string) string {
 // delayFailure holds a failed authentication's answer for
 // connection.failed.authentication.delay.ms (Kafka's delayed close, slowing password
 // guessing); false when the server stops meanwhile.
-func (c *conn) delayFailure() bool {
-	d := c.srv.sec.FailedAuthenticationDelay()
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-c.srv.stopped:
-		return false
-	}
+func (c *conn) delayFailure(ctx context.Context) bool {
+	return c.pause(ctx, c.srv.sec.FailedAuthenticationDelay())
 }
 
 // rawToken answers one bare SASL token after SaslHandshake v0: the answer is a bare token
@@ -157,7 +146,7 @@ func (c *conn) rawToken(ctx context.Context, frame []byte) bool {
 	c.info.Principal = c.sess.Principal()
 	if err != nil {
 		c.log.Info("authentication failed", "listener", c.srv.name, "reason", err)
-		c.delayFailure()
+		c.delayFailure(ctx)
 		return false
 	}
 	b := binary.BigEndian.AppendUint32(c.out[:0], uint32(len(out)))

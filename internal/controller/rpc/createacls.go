@@ -20,10 +20,7 @@ func handleCreateACLs(h *Handler, ctx context.Context, r kmsg.Request) kmsg.Resp
 	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
 	bindings := make([]authz.Binding, len(req.Creations))
 	for i, c := range req.Creations {
-		bindings[i] = authz.Binding{
-			Pattern: authz.Pattern{ResourceType: c.ResourceType, Name: c.ResourceName, PatternType: c.ResourcePatternType},
-			Entry:   authz.Entry{Principal: c.Principal, Host: c.Host, Operation: c.Operation, Permission: c.PermissionType},
-		}
+		bindings[i] = authz.NewBinding(c.ResourceType, c.ResourceName, c.ResourcePatternType, c.Principal, c.Host, c.Operation, c.PermissionType)
 	}
 	errs, err := do(ctx, h, 0, func(c *state.Controller, _ int64) ([]state.Record, []error) {
 		recs, errs := c.CreateAcls(bindings)
