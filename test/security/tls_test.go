@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/broker"
@@ -162,4 +163,33 @@ func TestPasswordsAreSensitive(t *testing.T) {
 		return
 	}
 	t.Fatal("ssl.keystore.password not described")
+}
+
+// DescribeConfigs of the broker names the password keys sensitive and gives no value.
+func TestDescribeConfigsHidesPasswords(t *testing.T) {
+	ca := testutil.NewCA(t)
+	c := ca.Issue("broker")
+	b := startSecure(t, []string{"SSL"}, "ssl.keystore.type=PKCS12", "ssl.keystore.location="+ca.KeyPKCS12("b", c, "hunter2"), "ssl.keystore.password=hunter2")
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	rcs, err := adm.DescribeBrokerConfigs(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, rc := range rcs {
+		for _, cfg := range rc.Configs {
+			if cfg.Value != nil && strings.Contains(*cfg.Value, "hunter2") {
+				t.Fatalf("%s shows the password", cfg.Key)
+			}
+			if cfg.Key == "ssl.keystore.password" {
+				found = true
+				if !cfg.Sensitive || cfg.Value != nil {
+					t.Fatalf("ssl.keystore.password: sensitive %v, value %v", cfg.Sensitive, cfg.MaybeValue())
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("ssl.keystore.password not described")
+	}
 }
