@@ -8,13 +8,17 @@ of the clients (rusage) and of everything else on the machine during the run ("o
 other work sharing the cores; such runs are flagged "noisy").
 
 usage:
-  scripts/bench-broker.py produce BIN LABEL SIZE RECORDS PARTITIONS RUNS [--consume] [--profile SECS OUTDIR]
+  scripts/bench-broker.py produce BIN LABEL SIZE RECORDS PARTITIONS RUNS [--consume] [--tls CERTDIR] [--profile SECS OUTDIR]
   scripts/bench-broker.py tail BIN LABEL PARTITIONS RATE RECORDS RUNS [--profile SECS OUTDIR]
 
 produce: `gregor bench produce` (acks=all) of RECORDS records of SIZE bytes to a new topic of
 PARTITIONS partitions; with --consume, then `gregor bench consume` of them from the page cache.
 tail: a consumer tails a new topic of PARTITIONS partitions while a producer writes RATE
 records/s of 100 bytes to it (end-to-end latency, broker CPU per record).
+--tls CERTDIR runs the clients over TLS: the broker gets an SSL listener on 127.0.0.1:9093 with
+the PEM key store CERTDIR/broker.pem, and the clients connect there with --command-config
+CERTDIR/ssl.properties (security.protocol=SSL and the CA as PEM trust store); the figures add
+the broker's CPU seconds per GiB moved ("broker_s_per_GiB", "cons_broker_s_per_GiB").
 --profile takes a SECS-second CPU profile and an allocs profile of the broker into OUTDIR.
 The data dir is $GREGOR_BENCH_DIR (default /tmp/gregor-bench); it is deleted at each start.
 """
@@ -90,11 +94,19 @@ def main():
         del rest[i:i + 3]
     consume = "--consume" in rest
     rest = [a for a in rest if a != "--consume"]
+    srv, cli = [], []
+    if "--tls" in rest:
+        i = rest.index("--tls")
+        d = rest[i + 1]
+        del rest[i:i + 2]
+        srv = ["--set", "listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093", "--set", "ssl.keystore.type=PEM",
+               "--set", "ssl.keystore.location=" + os.path.join(d, "broker.pem")]
+        cli = ["-b", "127.0.0.1:9093", "--command-config", os.path.join(d, "ssl.properties")]
     B = binary
     if mode == "produce":
         size, n, parts, runs = rest
         for r in range(int(runs)):
-            bp = start_broker(B)
+            bp = start_broker(B, srv)
             m0, b0 = machine_busy(), proc_cpu(bp.pid)
             t0 = time.time()
             th = None
@@ -102,7 +114,7 @@ def main():
                 th = threading.Thread(target=lambda: (time.sleep(0.3), profile(prof[0], prof[1], f"{label}-{r}")))
                 th.start()
             res, ccpu = run_client([B, "bench", "produce", "--topic", "bt", "--partitions", parts, "--records", n,
-                                    "--record-size", size, "--acks", "all", "--report-interval-ms", "0", "-o", "json"])
+                                    "--record-size", size, "--acks", "all", "--report-interval-ms", "0", "-o", "json", *cli])
             wall = time.time() - t0
             if th:
                 th.join()
@@ -110,7 +122,8 @@ def main():
             out = {"label": label, "run": r, "rec_s": round(res["records_per_sec"]), "MB_s": round(res["mb_per_sec"], 1),
                    **lat(res), "broker_cpu": round(b1 - b0, 2), "client_cpu": round(ccpu, 2),
                    "other_cpu": round((m1 - m0) - (b1 - b0) - ccpu, 2), "wall": round(wall, 2),
-                   "broker_ns_per_rec": round((b1 - b0) * 1e9 / int(n), 1)}
+                   "broker_ns_per_rec": round((b1 - b0) * 1e9 / int(n), 1),
+                   "broker_s_per_GiB": round((b1 - b0) / (int(n) * int(size) / 2**30), 2)}
             if consume:
                 subprocess.run(["sync"])
                 m0, b0, t0 = machine_busy(), proc_cpu(bp.pid), time.time()
@@ -118,12 +131,13 @@ def main():
                 if prof:
                     th = threading.Thread(target=lambda: (time.sleep(0.3), profile(min(prof[0], 2), prof[1], f"{label}-{r}-consume")))
                     th.start()
-                cres, cc = run_client([B, "bench", "consume", "--topic", "bt", "--report-interval-ms", "0", "-o", "json"])
+                cres, cc = run_client([B, "bench", "consume", "--topic", "bt", "--report-interval-ms", "0", "-o", "json", *cli])
                 if th:
                     th.join()
                 m1, b1 = machine_busy(), proc_cpu(bp.pid)
                 out.update({"cons_MB_s": round(cres["mb_per_sec"], 1), "cons_rec_s": round(cres["records_per_sec"]),
                             "cons_broker_cpu": round(b1 - b0, 2), "cons_client_cpu": round(cc, 2),
+                            "cons_broker_s_per_GiB": round((b1 - b0) / (int(n) * int(size) / 2**30), 2),
                             "cons_other_cpu": round((m1 - m0) - (b1 - b0) - cc, 2)})
             st = open(f"/proc/{bp.pid}/status").read()
             out["rss_kb"] = int([l for l in st.splitlines() if l.startswith("VmRSS")][0].split()[1])
