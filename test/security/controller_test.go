@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -117,4 +118,34 @@ func TestControllerWithWrongTrustStoreCannotJoin(t *testing.T) {
 		b, err := os.ReadFile(good.LogFile)
 		return err == nil && strings.Contains(string(b), "refused controller connection") && strings.Contains(string(b), "no verified client certificate")
 	}, "controller 1 to log the refused raft connection")
+}
+
+// SCRAM on a controller listener authenticates against the controller's own state (a
+// controller-only node has no broker metadata image): a user created with
+// AlterUserScramCredentials logs in to the controllers too, while the brokers use PLAIN.
+func TestSCRAMOnControllerListener(t *testing.T) {
+	ca := testutil.NewCA(t)
+	sets := append(controllerSASLSSL(ca), "listener.name.controller.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256")
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 1, Sets: sets})
+	adm := kadm.NewClient(c.Client(t))
+	res, err := adm.AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-secret"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	dial := func(password string) error {
+		sec := &security.Client{TLS: &tls.Config{RootCAs: ca.Pool()}, Mechanism: security.ScramSHA256, Username: "carol", Password: password}
+		ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+		defer cancel()
+		wc, err := wire.DialSecure(ctx, c.Node(1).ControllerAddr(), "test", sec)
+		if err == nil {
+			wc.Close()
+		}
+		return err
+	}
+	if err := dial("carol-secret"); err != nil {
+		t.Fatalf("SCRAM login to the controller: %v", err)
+	}
+	if err := dial("wrong"); err == nil {
+		t.Fatal("a wrong SCRAM password logged in to the controller")
+	}
 }
