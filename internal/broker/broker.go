@@ -185,16 +185,36 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 
 func (b *Broker) start(startCtx context.Context) error {
 	cfg, log := b.cfg, b.log
+	// Both sides of the controller listener's security are built before anything binds:
+	// what cannot be served as configured stops start-up by its key.
+	var ctrlSec *security.Listener
+	var peerTLS *security.PeerTLS
+	var err error
+	if cfg.IsController() {
+		if ctrlSec, peerTLS, err = b.controllerSecurity(); err != nil {
+			return err
+		}
+	}
+	ctrlClient, err := b.controllerClient()
+	if err != nil {
+		return err
+	}
 	voters, ctrlLn, err := b.bindController()
 	if err != nil {
 		return err
 	}
 	if ctrlLn != nil {
-		if err := b.startController(voters, ctrlLn); err != nil {
+		if err := b.startController(voters, ctrlLn, ctrlSec, peerTLS); err != nil {
+			ctrlLn.Close()
 			return err
 		}
 	}
-	b.ctrl = client.New(client.Config{Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log, RequestTimeout: b.requestTimeout()})
+	b.ctrl = client.New(client.Config{
+		Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log, RequestTimeout: b.requestTimeout(),
+		Dial: func(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
+			return wire.DialSecure(ctx, addr, clientID, ctrlClient)
+		},
+	})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
 	if !cfg.IsBroker() {
 		log.Info("controller-only node started", "node_id", cfg.NodeID)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/controller/rpc"
 	"github.com/gregor-project/gregor/internal/controller/state"
+	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/server"
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -23,6 +25,14 @@ import (
 // the controller APIs share the CONTROLLER listener, split by the first bytes of each
 // connection (raft peers start with the quorum's hello). Its raft storage lives in
 // <log.dir>/__cluster_metadata-0, as Kafka's does.
+//
+// Security: the listener's protocol secures both kinds of traffic (security.PeerTLS states
+// the rule). On SSL and SASL_SSL every accepted connection is wrapped in TLS before the Mux
+// peeks, so the handshake comes first and the Mux splits the decrypted stream by the hello
+// magic; raft peers dial with TLS presenting their certificate and an accepted raft
+// connection is admitted only with a verified one; the controller's server takes the
+// connections with TLS done (SetSecurityAfterTLS) and runs the listener's SASL on them.
+// SASL_PLAINTEXT is refused at start-up (checkControllerSecurity).
 //
 // With no controller.quorum.voters (the embedded single-node default) the node is a quorum
 // of one on a loopback port of its own choosing: only this process dials it.
@@ -49,9 +59,23 @@ func (b *Broker) bindController() ([]config.Voter, net.Listener, error) {
 	return voters, ln, nil
 }
 
-// startController starts the quorum node and the controller API server on ln.
-func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
+// startController starts the quorum node and the controller API server on ln, secured by
+// sec and peer (controllerSecurity; both nil: PLAINTEXT, peer nil: no TLS).
+func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *security.Listener, peer *security.PeerTLS) error {
 	cfg := b.cfg
+	var dial func(ctx context.Context, addr string) (net.Conn, error)
+	var admit func(net.Conn) error
+	if peer != nil {
+		ln = tls.NewListener(ln, peer.ServerConfig())
+		dial = peer.Dial
+		admit = func(c net.Conn) error {
+			st, ok := server.TLSState(c)
+			if !ok {
+				return security.ErrNoPeerCertificate
+			}
+			return security.VerifyPeer(st)
+		}
+	}
 	b.ctrlMux = server.NewMux(ln, quorum.HelloMagic, b.log)
 	node, err := quorum.Start(quorum.Config{
 		NodeID:    cfg.NodeID,
@@ -60,6 +84,8 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 		Dir:       filepath.Join(cfg.LogDirs[0], storage.MetadataLogTopic+"-0"),
 		FS:        b.fs,
 		Listener:  b.ctrlMux.Matched(),
+		Dial:      dial,
+		Admit:     admit,
 		Logger:    b.log,
 		// auto.leader.rebalance.enable: the active controller moves leadership back to
 		// preferred replicas when a broker's share of misplaced leaders passes the limit.
@@ -83,11 +109,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 	b.quorum = node
 	b.soleVoter = len(voters) == 1
 	go b.watchController(node)
-	names := cfg.ControllerListenerNames
-	name := "CONTROLLER"
-	if len(names) > 0 {
-		name = names[0]
-	}
+	name := b.controllerListenerName()
 	h := rpc.New(rpc.Config{
 		Node:                node,
 		ListenerName:        name,
@@ -98,6 +120,11 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener) error {
 	})
 	srv := server.New(name, h, b.log)
 	srv.SetLimits(serverLimits(cfg))
+	if peer != nil {
+		srv.SetSecurityAfterTLS(sec)
+	} else {
+		srv.SetSecurity(sec)
+	}
 	srv.Use(b.ctrlMux.Other())
 	b.ctrlServer = srv
 	b.wg.Add(1)

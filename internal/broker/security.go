@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/state"
@@ -30,16 +32,75 @@ func (b *Broker) listenerSecurity(l config.Listener) (*security.Listener, error)
 	return sec, nil
 }
 
-// checkControllerSecurity refuses a controller listener with a security protocol other
-// than PLAINTEXT: the quorum's raft traffic and the brokers' controller connections do not
-// speak TLS or SASL yet, and a listener must never serve less than it is configured for.
+// checkControllerSecurity refuses a controller listener whose protocol cannot protect both
+// kinds of traffic it carries. SASL_PLAINTEXT is refused: raft peer traffic between
+// controllers is not the Kafka protocol and cannot run SASL, and without TLS there is no
+// certificate for a controller to prove itself with, so the raft half would be served with
+// no protection at all (a listener never serves less than it is configured for). PLAINTEXT,
+// SSL and SASL_SSL are served (see security.PeerTLS for the rule on a TLS controller
+// listener).
 func checkControllerSecurity(cfg *config.Broker) error {
 	for _, n := range cfg.ControllerListenerNames {
-		if p := cfg.ListenerSecurityProtocolMap[n]; p != "" && p != security.ProtocolPlaintext {
-			return fmt.Errorf("listener.security.protocol.map: the controller listener %s is %s, but controller listeners serve only PLAINTEXT for now", n, p)
+		if p := cfg.ListenerSecurityProtocolMap[n]; p == security.ProtocolSASLPlaintext {
+			return fmt.Errorf("listener.security.protocol.map: the controller listener %s is %s, which cannot protect the raft traffic between controllers on it (raft cannot run SASL, and without TLS a controller has no certificate to prove itself with): use SASL_SSL or SSL", n, p)
 		}
 	}
 	return nil
+}
+
+// controllerListenerName is the listener the controllers serve and brokers dial them on:
+// the first of controller.listener.names.
+func (b *Broker) controllerListenerName() string {
+	if names := b.cfg.ControllerListenerNames; len(names) > 0 {
+		return names[0]
+	}
+	return "CONTROLLER"
+}
+
+// controllerSecurity builds the server side of this controller's listener: its
+// security.Listener (as any listener's, refusing what it cannot serve by key) and, on a
+// TLS listener, the raft peers' TLS (which also needs the trust store). Without
+// controller.quorum.voters the listener is a loopback port only this process dials, and
+// PLAINTEXT.
+func (b *Broker) controllerSecurity() (*security.Listener, *security.PeerTLS, error) {
+	l, ok := b.cfg.ControllerListener()
+	if !ok || len(b.cfg.Voters()) == 0 {
+		return nil, nil, nil
+	}
+	values, setKey := b.cfg.ListenerSecurity(l.Name)
+	sec, err := security.NewListener(security.ListenerOptions{
+		Name: l.Name, Protocol: l.SecurityProtocol, Values: values, SetKey: setKey,
+		Scram: quorumScram{b}, Logger: b.log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listener %s: %w", l.Name, err)
+	}
+	if sec.TLS() == nil {
+		return sec, nil, nil
+	}
+	peer, err := security.NewPeerTLS(sec, values, setKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sec, peer, nil
+}
+
+// controllerClient is how this node connects to the controllers with the Kafka protocol
+// (registration, heartbeats, forwarded requests, the metadata log): the controller
+// listener's protocol, TLS settings and SASL mechanism (sasl.mechanism.controller.protocol).
+// Without controller.quorum.voters it dials its own loopback controller, PLAINTEXT.
+func (b *Broker) controllerClient() (*security.Client, error) {
+	if len(b.cfg.Voters()) == 0 {
+		return nil, nil
+	}
+	name := b.controllerListenerName()
+	proto := b.cfg.ListenerSecurityProtocolMap[name]
+	values, setKey := b.cfg.ListenerSecurity(name)
+	c, err := security.NewClient(name, proto, values, setKey, "sasl.mechanism.controller.protocol")
+	if err != nil {
+		return nil, fmt.Errorf("controller.listener.names %s: %w", name, err)
+	}
+	return c, nil
 }
 
 // interBrokerClient is how this broker connects to the others: the inter-broker listener's
@@ -48,7 +109,7 @@ func (b *Broker) interBrokerClient() (*security.Client, error) {
 	name := b.cfg.InterBrokerListenerName
 	proto := b.cfg.ListenerSecurityProtocolMap[name]
 	values, setKey := b.cfg.ListenerSecurity(name)
-	c, err := security.NewInterBrokerClient(proto, values, setKey, "sasl.mechanism.inter.broker.protocol")
+	c, err := security.NewClient(name, proto, values, setKey, "sasl.mechanism.inter.broker.protocol")
 	if err != nil {
 		return nil, fmt.Errorf("inter.broker.listener.name %s: %w", name, err)
 	}
@@ -82,4 +143,44 @@ func (s imageScram) ScramCredential(user, mechanism string) (security.ScramCrede
 		return security.ScramCredential{}, false
 	}
 	return security.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: int(c.Iterations)}, true
+}
+
+// quorumScram reads SCRAM credentials from this controller's own state, for its listener:
+// a controller-only node has no broker metadata image, and a broker's image may lag the
+// quorum it is authenticating against.
+type quorumScram struct{ b *Broker }
+
+// quorumScramTimeout bounds one credential lookup on the quorum's run loop.
+const quorumScramTimeout = 2 * time.Second
+
+func (s quorumScram) ScramCredential(user, mechanism string) (security.ScramCredential, bool) {
+	m := state.ScramSHA256
+	switch mechanism {
+	case security.ScramSHA256:
+	case security.ScramSHA512:
+		m = state.ScramSHA512
+	default:
+		return security.ScramCredential{}, false
+	}
+	node := s.b.quorum
+	if node == nil {
+		return security.ScramCredential{}, false
+	}
+	ctx, cancel := context.WithTimeout(s.b.ctx, quorumScramTimeout)
+	defer cancel()
+	var out security.ScramCredential
+	found := false
+	err := node.Read(ctx, func(c *state.Controller) {
+		cr, ok := c.Image().ScramCredential(user, m)
+		if !ok {
+			return
+		}
+		found = true
+		out = security.ScramCredential{Salt: bytes.Clone(cr.Salt), StoredKey: bytes.Clone(cr.StoredKey),
+			ServerKey: bytes.Clone(cr.ServerKey), Iterations: int(cr.Iterations)}
+	})
+	if err != nil || !found {
+		return security.ScramCredential{}, false
+	}
+	return out, true
 }

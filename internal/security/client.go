@@ -12,8 +12,9 @@ import (
 	"github.com/xdg-go/scram"
 )
 
-// Client is how the broker's own connections (to other brokers on the inter-broker
-// listener) encrypt and authenticate: TLS when TLS is set, then SASL when Mechanism is.
+// Client is how the broker's own connections encrypt and authenticate, towards other
+// brokers on the inter-broker listener and towards the controllers on the controller
+// listener: TLS when TLS is set, then SASL when Mechanism is.
 type Client struct {
 	TLS       *tls.Config // nil: no TLS
 	Mechanism string      // "": no SASL
@@ -21,11 +22,12 @@ type Client struct {
 	Password  string
 }
 
-// NewInterBrokerClient builds the client side of a listener for the broker's own
-// connections: its protocol, the TLS client settings of its configuration, and for SASL the
-// mechanism (sasl.mechanism.inter.broker.protocol) with the username and password of that
-// mechanism's JAAS configuration on the listener.
-func NewInterBrokerClient(protocol string, values, setKey map[string]string, mechanismKey string) (*Client, error) {
+// NewClient builds the client side of listener for the broker's own connections: its
+// protocol, the TLS client settings of its configuration, and for SASL the mechanism
+// (values[mechanismKey]: sasl.mechanism.inter.broker.protocol towards brokers,
+// sasl.mechanism.controller.protocol towards controllers) with the username and password of
+// that mechanism's JAAS configuration on the listener. Errors name the key at fault.
+func NewClient(listener, protocol string, values, setKey map[string]string, mechanismKey string) (*Client, error) {
 	c := &Client{}
 	setKey = withDefaults(setKey, values)
 	if protocol == ProtocolSSL || protocol == ProtocolSASLSSL {
@@ -34,24 +36,28 @@ func NewInterBrokerClient(protocol string, values, setKey map[string]string, mec
 			return nil, err
 		}
 		if cfg.RootCAs == nil {
-			return nil, fmt.Errorf("the inter-broker listener is %s but has no trust store to verify the other brokers with: set %s", protocol, setKey["ssl.truststore.location"])
+			return nil, fmt.Errorf("the listener %s is %s but has no trust store to verify the servers it connects to with: set %s", listener, protocol, setKey["ssl.truststore.location"])
 		}
 		if len(cfg.Certificates) == 0 && values["ssl.client.auth"] == "required" {
-			return nil, fmt.Errorf("the inter-broker listener requires client certificates but the broker has no key store: set %s", setKey["ssl.keystore.location"])
+			return nil, fmt.Errorf("the listener %s requires client certificates but the broker has no key store: set %s", listener, setKey["ssl.keystore.location"])
 		}
 		c.TLS = cfg
 	}
 	if protocol == ProtocolSASLPlaintext || protocol == ProtocolSASLSSL {
 		m := values[mechanismKey]
 		jaasKey := strings.ToLower(m) + ".sasl.jaas.config"
-		text, ok := values[jaasKey]
-		if !ok {
-			return nil, fmt.Errorf("%s is %s but the inter-broker listener has no %s with the broker's username and password", mechanismKey, m, jaasKey)
+		if k := setKey[jaasKey]; k != "" && k != jaasKey {
+			jaasKey = k
 		}
 		switch m {
 		case Plain, ScramSHA256, ScramSHA512:
 		default:
-			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", mechanismKey, m)
+			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", setKey[mechanismKey], m)
+		}
+		text, ok := values[strings.ToLower(m)+".sasl.jaas.config"]
+		if !ok {
+			return nil, fmt.Errorf("%s is %s but the listener %s has no %s with the broker's username and password", setKey[mechanismKey], m, listener,
+				"listener.name."+strings.ToLower(listener)+"."+strings.ToLower(m)+".sasl.jaas.config")
 		}
 		j, err := ParseJAAS(text)
 		if err != nil {

@@ -28,9 +28,13 @@
 //     AlterUserScramCredentials stored in the metadata log (a ScramCredentials, the broker's
 //     metadata image): salted, never the password itself.
 //   - Client (client.go) is the other side, for the broker's own connections to other
-//     brokers on the inter-broker listener: TLS with the listener's trust store (and key
-//     store for mutual TLS), then SASL with sasl.mechanism.inter.broker.protocol and the
-//     username and password of that mechanism's JAAS line.
+//     brokers on the inter-broker listener and to the controllers on the controller
+//     listener: TLS with the listener's trust store (and key store for mutual TLS), then
+//     SASL with sasl.mechanism.inter.broker.protocol (or sasl.mechanism.controller.protocol)
+//     and the username and password of that mechanism's JAAS line.
+//   - PeerTLS (peer.go) secures the raft traffic between controllers on a TLS controller
+//     listener: mutual TLS with the listener's stores, no SASL (raft is not the Kafka
+//     protocol); a controller proves itself with its certificate.
 //
 // # Principals
 //

@@ -160,9 +160,11 @@ func keysOf(m map[string]fileStamp) []string {
 
 // peerName maps the verified client certificate of a TLS connection to a principal name;
 // ok is false when no ssl.principal.mapping.rules rule matches it. Without a certificate
-// there is no name (the caller uses ANONYMOUS).
+// there is no name (the caller uses ANONYMOUS), nor with ssl.client.auth=none: a
+// certificate given anyway (to a controller listener, which asks raft peers for theirs) is
+// not the connection's principal.
 func (s *ServerTLS) peerName(cs tls.ConnectionState) (name string, hasCert, ok bool) {
-	if len(cs.PeerCertificates) == 0 {
+	if len(cs.PeerCertificates) == 0 || s.settings.clientAuth == tls.NoClientCert {
 		return "", false, true
 	}
 	n, ok := s.mapper.Name(DistinguishedName(cs.PeerCertificates[0]))

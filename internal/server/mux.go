@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,12 @@ import (
 //
 // The controller uses it to serve raft peer traffic (which starts with the quorum's hello
 // magic) and the Kafka protocol (a request size first) on the one CONTROLLER port.
+//
+// Over TLS: ln may be a TLS listener (tls.NewListener), whose connections handshake on
+// their first read. The peek is that read, so the handshake runs in the peek's goroutine
+// under the same deadline, and the halves split the decrypted stream; TLSState gives the
+// state of a connection either half hands out. A failed handshake is logged and closes the
+// connection.
 //
 // The accept loop never reads: each accepted connection is peeked in its own goroutine
 // with a read deadline (PeekTimeout), so a client that connects and sends nothing holds up
@@ -132,7 +139,11 @@ func (m *Mux) peek(c net.Conn) {
 	delete(m.mu.peeking, c)
 	m.mu.Unlock()
 	if err != nil {
-		m.log.Debug("closing connection that sent no protocol header", "remote", c.RemoteAddr().String(), "err", err)
+		if tc, ok := c.(*tls.Conn); ok && !tc.ConnectionState().HandshakeComplete {
+			m.log.Info("closing connection: TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		} else {
+			m.log.Debug("closing connection that sent no protocol header", "remote", c.RemoteAddr().String(), "err", err)
+		}
 		c.Close()
 		return
 	}
@@ -218,11 +229,32 @@ func (c *peekedConn) Read(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
+// CloseRead closes the read side of the TCP connection, underneath TLS too: the TLS
+// reader then sees the end of the stream, and answers can still be written.
 func (c *peekedConn) CloseRead() error {
-	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+	nc := c.Conn
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if cr, ok := nc.(interface{ CloseRead() error }); ok {
 		return cr.CloseRead()
 	}
 	return c.Conn.Close()
+}
+
+// TLSState is the state of a connection a Mux over a TLS listener handed out (or of a
+// *tls.Conn), with its handshake done; ok is false for a connection without TLS or whose
+// handshake is not done.
+func TLSState(c net.Conn) (tls.ConnectionState, bool) {
+	if pc, ok := c.(*peekedConn); ok {
+		c = pc.Conn
+	}
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		return tls.ConnectionState{}, false
+	}
+	st := tc.ConnectionState()
+	return st, st.HandshakeComplete
 }
 
 func (c *peekedConn) CloseWrite() error {

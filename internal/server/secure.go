@@ -22,15 +22,23 @@ import (
 // are not a ClientHello), a request before authentication, an oversized SASL frame, or a
 // failed authentication (answered after connection.failed.authentication.delay.ms).
 
-// secure runs the TLS handshake of a TLS listener and starts the connection's Session; false
-// closes the connection.
+// secure runs the TLS handshake of a TLS listener (or takes the state of the one done before
+// the connection reached the server: SetSecurityAfterTLS) and starts the connection's
+// Session; false closes the connection.
 func (c *conn) secure() bool {
 	l := c.srv.sec
 	if l == nil {
 		return true
 	}
 	var cs *tls.ConnectionState
-	if cfg := l.TLS(); cfg != nil {
+	if c.srv.tlsDone {
+		st, ok := TLSState(c.nc)
+		if !ok {
+			c.log.Error("closing connection: it should have arrived over TLS", "listener", c.srv.name)
+			return false
+		}
+		cs = &st
+	} else if cfg := l.TLS(); cfg != nil {
 		tc := tls.Server(c.nc, cfg)
 		if idle := c.srv.limits.MaxIdle; idle >= 0 {
 			if err := c.nc.SetDeadline(time.Now().Add(idle)); err != nil {

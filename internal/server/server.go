@@ -49,6 +49,7 @@ type Server struct {
 	name    string
 	limits  Limits             // set before Serve, read-only after
 	sec     *security.Listener // set before Serve, read-only after; nil: PLAINTEXT
+	tlsDone bool               // set before Serve, read-only after: connections arrive with TLS done
 
 	stopped chan struct{} // closed by StopAccepting
 	grace   atomic.Int64  // UnixNano of Close's write deadline for every connection; 0 until Close
@@ -76,6 +77,14 @@ func (s *Server) SetLimits(l Limits) { s.limits = l }
 // SetSecurity sets how the listener's connections are encrypted and authenticated; it must be
 // called before Serve. Without it a server is PLAINTEXT: every connection is ANONYMOUS.
 func (s *Server) SetSecurity(l *security.Listener) { s.sec = l }
+
+// SetSecurityAfterTLS is SetSecurity for a server whose connections arrive with TLS
+// already done: it accepts on a Mux over a TLS listener (the controller listener, where
+// TLS comes before the split between raft and the Kafka protocol). The server does not
+// handshake again; it takes each connection's TLS state (TLSState), closes one that has
+// none, and goes on with the listener's SASL. It must be called before Serve, and l must
+// be a TLS listener.
+func (s *Server) SetSecurityAfterTLS(l *security.Listener) { s.sec, s.tlsDone = l, true }
 
 func (s *Server) maxRequest() int32 { return s.handler.MaxRequestBytes() }
 

@@ -41,6 +41,27 @@ func TestKillLeaderRepeatedlySecured(t *testing.T) {
 	}}, 4)
 }
 
+// The same test with the cluster secured everywhere between nodes: INTERNAL and CONTROLLER
+// are both SASL_SSL (the test CA's certificates, SASL PLAIN), so follower fetches, markers,
+// broker registrations and heartbeats, forwarded requests and metadata fetches cross TLS and
+// authenticate, and the controllers' raft traffic crosses mutual TLS, through every kill
+// and restart (a restarted node rejoins the quorum over TLS).
+func TestKillLeaderRepeatedlyFullySecured(t *testing.T) {
+	ca := testutil.NewCA(t)
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";`
+	keyStore, trustStore := ca.KeyPEM("broker", ca.Issue("broker")), ca.TrustPEM()
+	sets := []string{"listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL"}
+	for _, l := range []string{"internal", "controller"} {
+		p := "listener.name." + l + "."
+		sets = append(sets,
+			p+"ssl.keystore.type=PEM", p+"ssl.keystore.location="+keyStore,
+			p+"ssl.truststore.type=PEM", p+"ssl.truststore.location="+trustStore,
+			p+"sasl.enabled.mechanisms=PLAIN", p+"plain.sasl.jaas.config="+jaas)
+	}
+	sets = append(sets, "sasl.mechanism.inter.broker.protocol=PLAIN", "sasl.mechanism.controller.protocol=PLAIN")
+	killLeaderRepeatedly(t, testutil.ClusterOptions{Nodes: 3, Sets: sets}, 3)
+}
+
 func killLeaderRepeatedly(t *testing.T, opt testutil.ClusterOptions, killRounds int) {
 	c := testutil.StartCluster(t, opt)
 	const topic = "kill-leader"

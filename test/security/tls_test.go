@@ -116,7 +116,13 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 		"GSSAPI (Kafka's default)":  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"},
 		"PLAIN without JAAS":        {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
 		"bad cipher suite":          {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.cipher.suites=TLS_NOT_A_SUITE"}, sslSets(ca, "")...), "ssl.cipher.suites"},
-		"secured controller":        {[]string{"process.roles=broker,controller", "controller.listener.names=CONTROLLER", "node.id=1", "controller.quorum.voters=1@127.0.0.1:1", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "listener.security.protocol.map"},
+		// A controller listener is secured like any other, and refused by the same keys.
+		"SSL controller without a key store":   {controllerSets("SSL"), "set ssl.keystore.location"},
+		"SSL controller without a trust store": {controllerSets("SSL", sslSets(ca, "controller")...), "set ssl.truststore.location"},
+		"SASL_SSL controller with GSSAPI": {controllerSets("SASL_SSL", append(sslSets(ca, "controller", "listener.name.controller.ssl.truststore.type=PEM", "listener.name.controller.ssl.truststore.location="+ca.TrustPEM(),
+			"listener.name.controller.sasl.enabled.mechanisms=PLAIN"), `listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="p" user_b="p";`)...), "sasl.mechanism.controller.protocol"},
+		// Raft cannot run SASL, and SASL_PLAINTEXT has no certificate to prove a controller.
+		"SASL_PLAINTEXT controller": {controllerSets("SASL_PLAINTEXT"), "listener.security.protocol.map"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := config.Load("", append([]string{"log.dirs=" + t.TempDir()}, tc.sets...))
@@ -140,6 +146,12 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 	if _, err := config.Load("", []string{"listener.name.ssl.log.retention.ms=5"}); err == nil || !strings.Contains(err.Error(), "listener.name.ssl.log.retention.ms") {
 		t.Fatalf("a non-security key per listener: %v", err)
 	}
+}
+
+// controllerSets are the configs of a voter of its own whose CONTROLLER listener is proto.
+func controllerSets(proto string, extra ...string) []string {
+	return append([]string{"process.roles=broker,controller", "controller.listener.names=CONTROLLER", "node.id=1", "cluster.id=" + config.NewClusterID(), "controller.quorum.voters=1@127.0.0.1:1",
+		"listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:" + proto}, extra...)
 }
 
 // Passwords are described as sensitive, without their value.

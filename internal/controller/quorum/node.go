@@ -71,6 +71,14 @@ type Config struct {
 	FS        storage.FS     // default storage.OS
 	// Listener is the bound CONTROLLER listener. Nil: listen on this node's voter address.
 	Listener net.Listener
+	// Dial connects to a peer's CONTROLLER listener (default: TCP). On a TLS controller
+	// listener it runs the TLS handshake too (security.PeerTLS), so the peer's hello and
+	// messages cross encrypted.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Admit, if set, vets each connection Listener accepts before its hello is read; an
+	// error closes the connection with a log line. On a TLS controller listener it
+	// requires a verified client certificate (security.VerifyPeer).
+	Admit func(net.Conn) error
 	// TickInterval is raft's tick (default 50 ms). A follower campaigns after
 	// ElectionTicks..2*ElectionTicks ticks without hearing from a leader (default 10, so a
 	// dead leader is replaced in 0.5-1 s); the leader heartbeats every HeartbeatTicks
@@ -287,6 +295,10 @@ func Start(cfg Config) (*Node, error) {
 		applied: snapIndex, snapIndex: snapIndex,
 	}
 	n.tr = newTransport(id, cfg.ClusterID, ln, addrs, cfg.MaxMessageBytes, log, n.deliver, n.event)
+	if cfg.Dial != nil {
+		n.tr.dial = cfg.Dial
+	}
+	n.tr.admit = cfg.Admit
 	if len(voters) == 1 {
 		// A quorum of one need not wait out an election timeout (0.5-1 s) to lead: the
 		// embedded single-node broker is ready as soon as its log is open.

@@ -3,6 +3,7 @@ package quorum
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,6 +33,11 @@ import (
 // A hello from another cluster id, or a frame longer than the configured limit, closes the
 // connection. Frames are read into a buffer that grows with the bytes actually received.
 //
+// On a TLS controller listener the connection is TLS from its first byte (Config.Dial and
+// the broker's listener do the handshakes) and the hello travels inside it; an accepted
+// connection must pass Config.Admit (a verified client certificate) before its hello is
+// read. The transport itself never sees a certificate.
+//
 // Raft tolerates lost messages, so sending never blocks the raft loop: each peer has a
 // bounded queue drained by its own goroutine, and a full queue or a failed connection drops
 // messages and reports the peer unreachable (and a failed snapshot as such).
@@ -45,6 +51,12 @@ const (
 	readChunk       = 64 << 10
 	maxClusterIDLen = 1024
 )
+
+// dialTCP is the default dial: plain TCP.
+func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
 
 // transportEvent is what the transport tells the raft loop besides messages.
 type transportEvent struct {
@@ -60,9 +72,11 @@ type transport struct {
 	maxFrame  int
 	log       *slog.Logger
 	ln        net.Listener
-	deliver   func(*pb.Message)    // a received message; must not block
-	event     func(transportEvent) // must not block
-	peers     map[uint64]*peer     // immutable after start
+	dial      func(ctx context.Context, addr string) (net.Conn, error) // set before start
+	admit     func(net.Conn) error                                     // nil: admit all; set before start
+	deliver   func(*pb.Message)                                        // a received message; must not block
+	event     func(transportEvent)                                     // must not block
+	peers     map[uint64]*peer                                         // immutable after start
 	done      chan struct{}
 	wg        sync.WaitGroup
 
@@ -88,7 +102,7 @@ type peer struct {
 func newTransport(id uint64, clusterID string, ln net.Listener, addrs map[uint64]string, maxFrame int, log *slog.Logger,
 	deliver func(*pb.Message), event func(transportEvent)) *transport {
 	t := &transport{id: id, clusterID: clusterID, maxFrame: maxFrame, log: log, ln: ln, deliver: deliver, event: event,
-		peers: map[uint64]*peer{}, done: make(chan struct{})}
+		peers: map[uint64]*peer{}, done: make(chan struct{}), dial: dialTCP}
 	t.mu.conns = map[net.Conn]struct{}{}
 	for pid, addr := range addrs {
 		if pid != id {
@@ -179,6 +193,12 @@ func (t *transport) readConn(c net.Conn) {
 		t.mu.Unlock()
 		c.Close()
 	}()
+	if t.admit != nil {
+		if err := t.admit(c); err != nil {
+			t.log.Warn("refused controller connection", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+	}
 	r := bufio.NewReaderSize(c, readChunk)
 	from, err := t.readHello(r)
 	if err != nil {
@@ -307,7 +327,9 @@ func (p *peer) sendBatch(msgs []*pb.Message) error {
 		if time.Since(p.lastFail) < redialBackoff {
 			return errBackoff
 		}
-		c, err := net.DialTimeout("tcp", p.addr, dialTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+		c, err := p.t.dial(ctx, p.addr)
+		cancel()
 		if err != nil {
 			return err
 		}

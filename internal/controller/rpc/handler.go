@@ -107,6 +107,8 @@ func init() {
 		kmsg.AlterClientQuotas.Int16():          {0, 1, handleAlterClientQuotas},
 		kmsg.Fetch.Int16():                      {12, 17, handleFetch},
 		kmsg.FetchSnapshot.Int16():              {0, 1, handleFetchSnapshot},
+		kmsg.SASLHandshake.Int16():              {0, 1, handleSaslHandshake},
+		kmsg.SASLAuthenticate.Int16():           {0, 2, handleSaslAuthenticate},
 	}
 }
 
