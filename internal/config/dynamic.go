@@ -31,7 +31,11 @@ type live struct {
 // Kafka's LogCleaner reconfigures (log.cleaner.threads,
 // log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.size,
 // log.cleaner.io.buffer.load.factor, log.cleaner.io.max.bytes.per.second,
-// log.cleaner.backoff.ms; log.cleaner.enable is static). Secondary synonyms
+// log.cleaner.backoff.ms; log.cleaner.enable is static), and the connection
+// limits Kafka's DynamicConnectionQuota reconfigures (max.connections,
+// max.connections.per.ip, max.connections.per.ip.overrides,
+// max.connection.creation.rate; their listener.name.<listener>. forms are
+// static here). Secondary synonyms
 // such as log.retention.hours are static only, as in Kafka.
 func IsDynamic(key string) bool {
 	d := brokerDefs[key]
