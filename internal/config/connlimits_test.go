@@ -8,15 +8,15 @@ import (
 
 func TestConnectionLimitKeys(t *testing.T) {
 	b, err := Parse(map[string]string{
-		"listeners":                              "PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
-		"listener.security.protocol.map":         "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"controller.listener.names":              "CONTROLLER",
-		"controller.quorum.voters":               "1@127.0.0.1:9093",
-		"max.connections":                        "100",
-		"max.connections.per.ip":                 "0",
-		"max.connections.per.ip.overrides":       " 127.0.0.1 : 5 ,broker-2.example:0,::1:7",
-		"max.connection.creation.rate":           "20",
-		"listener.name.external.max.connections": "10",
+		"listeners":                                           "PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
+		"listener.security.protocol.map":                      "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"controller.listener.names":                           "CONTROLLER",
+		"controller.quorum.voters":                            "1@127.0.0.1:9093",
+		"max.connections":                                     "100",
+		"max.connections.per.ip":                              "0",
+		"max.connections.per.ip.overrides":                    " 127.0.0.1 : 5 ,broker-2.example:0,::1:7",
+		"max.connection.creation.rate":                        "20",
+		"listener.name.external.max.connections":              "10",
 		"listener.name.external.max.connection.creation.rate": "3",
 	})
 	if err != nil {
@@ -77,5 +77,13 @@ func TestConnectionLimitErrors(t *testing.T) {
 	b := Default()
 	if err := b.SetDynamic("max.connections.per.ip", "0"); err == nil {
 		t.Error("max.connections.per.ip=0 without overrides accepted at runtime")
+	}
+	for _, k := range []string{"max.connections", "max.connection.creation.rate"} {
+		if err := b.ValidateDynamic(k, "0"); err == nil || !strings.Contains(err.Error(), "Invalid "+k+" 0") {
+			t.Errorf("%s=0 at runtime: %v, want Kafka's refusal", k, err)
+		}
+		if err := b.ValidateDynamic(k, "1"); err != nil {
+			t.Errorf("%s=1 at runtime: %v", k, err)
+		}
 	}
 }

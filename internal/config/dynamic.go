@@ -88,8 +88,16 @@ func (b *Broker) ValidateDynamic(key, value string) error {
 
 // checkReconfiguration applies the rules Kafka's reconfigurable components add to a change
 // from cur to next (validateReconfiguration): the log cleaner's threads may change to no
-// fewer than 1 nor half the current count, and to no more than double it.
+// fewer than 1 nor half the current count, and to no more than double it; max.connections
+// and max.connection.creation.rate may change to no less than 1 (Kafka's listener connection
+// quotas, which take the broker's values, refuse 0 at runtime).
 func checkReconfiguration(cur, next *Broker, key, value string) error {
+	switch {
+	case key == "max.connections" && next.MaxConnections <= 0:
+		return invalid(key, value, fmt.Sprintf("Invalid max.connections %d", next.MaxConnections))
+	case key == "max.connection.creation.rate" && next.MaxConnectionCreationRate <= 0:
+		return invalid(key, value, fmt.Sprintf("Invalid max.connection.creation.rate %d", next.MaxConnectionCreationRate))
+	}
 	if key == "log.cleaner.threads" && next.LogCleanerThreads != cur.LogCleanerThreads {
 		n, c := next.LogCleanerThreads, cur.LogCleanerThreads
 		switch {
