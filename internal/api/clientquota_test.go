@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,13 +38,7 @@ func TestClientQuotasAlterDescribe(t *testing.T) {
 			{Key: "consumer_byte_rate", Value: 4096},
 		}},
 		{Entity: kadm.ClientQuotaEntity{{Type: "client-id"}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 100}}},
-	}
-	// Kafka's connection_creation_rate is refused by name, not stored and ignored, until
-	// Gregor enforces it.
-	ipRes, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: &[]string{"10.1.2.3"}[0]}},
-		Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 5}}}})
-	if err != nil || len(ipRes) != 1 || !strings.Contains(ipRes[0].ErrMessage, "not enforced") {
-		t.Fatalf("connection_creation_rate: %v %+v", err, ipRes)
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: &[]string{"10.1.2.3"}[0]}}, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: 5}}},
 	}
 
 	// validate_only answers and changes nothing.
@@ -87,6 +80,7 @@ func TestClientQuotasAlterDescribe(t *testing.T) {
 	all := describe(false)
 	want := []string{
 		"{client-id=<default>} producer_byte_rate=100",
+		"{ip=10.1.2.3} connection_creation_rate=5",
 		"{user=alice} producer_byte_rate=1024 request_percentage=25.5",
 		"{user=alice, client-id=<default>} consumer_byte_rate=4096",
 	}
@@ -94,13 +88,13 @@ func TestClientQuotasAlterDescribe(t *testing.T) {
 		t.Fatalf("describe all:\n got %q\nwant %q", all, want)
 	}
 	exact := kadm.DescribeClientQuotaComponent{Type: "user", MatchName: &alice, MatchType: 0}
-	if got := describe(false, exact); !sameStrings(got, want[1:]) {
+	if got := describe(false, exact); !sameStrings(got, want[2:]) {
 		t.Fatalf("user=alice: %q", got)
 	}
-	if got := describe(true, exact); !sameStrings(got, want[1:2]) {
+	if got := describe(true, exact); !sameStrings(got, want[2:3]) {
 		t.Fatalf("strict user=alice: %q", got)
 	}
-	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 1}); !sameStrings(got, []string{want[0], want[2]}) {
+	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 1}); !sameStrings(got, []string{want[0], want[3]}) {
 		t.Fatalf("client-id default: %q", got)
 	}
 	if got := describe(true, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 2}); !sameStrings(got, want[:1]) {

@@ -64,6 +64,7 @@ type Broker struct {
 	peers    *peers                             // connections to the other brokers (txn.go)
 	interSec *security.Client                   // how connections to other brokers are secured (security.go)
 	servers  []*server.Server
+	conns    *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
 	addrs    []net.Addr
 	bound    map[string]net.Addr // broker listener name -> bound address
 
@@ -380,6 +381,12 @@ func (b *Broker) awaitUnfenced(ctx context.Context) error {
 func (b *Broker) bindListeners() error {
 	b.bound = map[string]net.Addr{}
 	limits := serverLimits(b.cfg) // one memory pool for all broker listeners
+	cl, err := connLimits(b.cfg)
+	if err != nil {
+		return err
+	}
+	b.conns = server.NewConnQuotas(cl) // and one set of connection limits
+	limits.Conns, limits.IPQuotas = b.conns, b.ipQuotas
 	for _, l := range b.cfg.Listeners {
 		if slices.Contains(b.cfg.ControllerListenerNames, l.Name) {
 			continue

@@ -111,6 +111,7 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 			b.log.Error("applying dynamic broker configs failed", "err", err)
 		}
 		b.reconfigureCleaner()
+		b.reconfigureConnections()
 	}
 	// Topics deleted, or replaced by a new topic of the same name.
 	if prev != nil {

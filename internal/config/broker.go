@@ -28,28 +28,32 @@ import (
 // means "never" for the flush settings.
 type Broker struct {
 	// Server and networking.
-	NodeID                      int32             // node.id (Kafka: required; here 1)
-	ProcessRoles                []string          // process.roles (Kafka: required; here broker,controller)
-	ClusterID                   string            // cluster.id: formats an empty log dir (Kafka: kafka-storage format --cluster-id)
-	Listeners                   []Listener        // listeners
-	AdvertisedListeners         []Listener        // advertised.listeners (default: listeners minus controller listeners)
-	ListenerSecurityProtocolMap map[string]string // listener.security.protocol.map, effective (controller listeners default to PLAINTEXT)
-	InterBrokerListenerName     string            // inter.broker.listener.name (default PLAINTEXT)
-	ControllerListenerNames     []string          // controller.listener.names
-	ControllerQuorumVoters      string            // controller.quorum.voters, validated by ParseVoters
-	ControllerQuorumBootstrap   []string          // controller.quorum.bootstrap.servers
-	BrokerRack                  string            // broker.rack ("" = none)
-	NumNetworkThreads           int32             // num.network.threads
-	NumIOThreads                int32             // num.io.threads
-	QueuedMaxRequests           int32             // queued.max.requests
-	QueuedMaxRequestBytes       int64             // queued.max.request.bytes (-1 = no limit)
-	SocketSendBufferBytes       int32             // socket.send.buffer.bytes (-1 = OS default)
-	SocketReceiveBufferBytes    int32             // socket.receive.buffer.bytes (-1 = OS default)
-	SocketRequestMaxBytes       int32             // socket.request.max.bytes
-	ConnectionsMaxIdleMs        int64             // connections.max.idle.ms
-	FetchMaxBytes               int32             // fetch.max.bytes
-	BrokerHeartbeatIntervalMs   int32             // broker.heartbeat.interval.ms
-	BrokerSessionTimeoutMs      int32             // broker.session.timeout.ms
+	NodeID                       int32             // node.id (Kafka: required; here 1)
+	ProcessRoles                 []string          // process.roles (Kafka: required; here broker,controller)
+	ClusterID                    string            // cluster.id: formats an empty log dir (Kafka: kafka-storage format --cluster-id)
+	Listeners                    []Listener        // listeners
+	AdvertisedListeners          []Listener        // advertised.listeners (default: listeners minus controller listeners)
+	ListenerSecurityProtocolMap  map[string]string // listener.security.protocol.map, effective (controller listeners default to PLAINTEXT)
+	InterBrokerListenerName      string            // inter.broker.listener.name (default PLAINTEXT)
+	ControllerListenerNames      []string          // controller.listener.names
+	ControllerQuorumVoters       string            // controller.quorum.voters, validated by ParseVoters
+	ControllerQuorumBootstrap    []string          // controller.quorum.bootstrap.servers
+	BrokerRack                   string            // broker.rack ("" = none)
+	NumNetworkThreads            int32             // num.network.threads
+	NumIOThreads                 int32             // num.io.threads
+	QueuedMaxRequests            int32             // queued.max.requests
+	QueuedMaxRequestBytes        int64             // queued.max.request.bytes (-1 = no limit)
+	SocketSendBufferBytes        int32             // socket.send.buffer.bytes (-1 = OS default)
+	SocketReceiveBufferBytes     int32             // socket.receive.buffer.bytes (-1 = OS default)
+	SocketRequestMaxBytes        int32             // socket.request.max.bytes
+	ConnectionsMaxIdleMs         int64             // connections.max.idle.ms
+	MaxConnections               int32             // max.connections: over the broker's listeners (per listener: ListenerConnectionLimits)
+	MaxConnectionsPerIP          int32             // max.connections.per.ip
+	MaxConnectionsPerIPOverrides map[string]int32  // max.connections.per.ip.overrides: host (IP or name, as written) -> limit
+	MaxConnectionCreationRate    int32             // max.connection.creation.rate: connections/s, broker-wide and default per listener
+	FetchMaxBytes                int32             // fetch.max.bytes
+	BrokerHeartbeatIntervalMs    int32             // broker.heartbeat.interval.ms
+	BrokerSessionTimeoutMs       int32             // broker.session.timeout.ms
 
 	// Topics.
 	NumPartitions               int32  // num.partitions
@@ -263,6 +267,10 @@ var brokerDefList = []*brokerDef{
 	{name: "socket.receive.buffer.bytes", vt: intType(noMin, noMax), dflt: num(102400), field: func(b *Broker) any { return &b.SocketReceiveBufferBytes }, doc: "SO_RCVBUF of server sockets; -1 uses the OS default."},
 	{name: "socket.request.max.bytes", vt: vtPositiveInt, dflt: num(104857600), field: func(b *Broker) any { return &b.SocketRequestMaxBytes }, doc: "Largest request the broker accepts, in bytes."},
 	{name: "connections.max.idle.ms", vt: vtAnyLong, dflt: num(600000), field: func(b *Broker) any { return &b.ConnectionsMaxIdleMs }, doc: "A connection that sends no request for this many milliseconds after its last answer is closed (one with a request in progress, such as a waiting Fetch or acks=all Produce, is not idle); so is a connection whose request has not arrived whole this many milliseconds after its first byte (a stalled or dribbled request). Negative: never."},
+	{name: "max.connections", vt: vtNonNegInt, dflt: num(maxInt), dynamic: true, field: func(b *Broker) any { return &b.MaxConnections }, doc: "Most connections the broker's listeners hold together, besides each address's max.connections.per.ip; listener.name.<listener>.max.connections bounds one listener (default: this value). At either limit a listener stops accepting until one of its connections closes, except the inter-broker listener (when the broker has another listener): its connections are accepted past the broker-wide limit, and the least recently active connection of another listener is closed for each connection over it. Lowering it closes the least recently active connections of the other listeners until the broker is within it."},
+	{name: "max.connections.per.ip", vt: vtNonNegInt, dflt: num(maxInt), dynamic: true, field: func(b *Broker) any { return &b.MaxConnectionsPerIP }, doc: "Most connections from one IP address over the broker's listeners; a connection past it is closed as soon as it is accepted. 0 only together with max.connections.per.ip.overrides (to admit only the addresses named there)."},
+	{name: "max.connections.per.ip.overrides", vt: connOverridesType(), dflt: str(""), dynamic: true, field: func(b *Broker) any { return &b.MaxConnectionsPerIPOverrides }, doc: "Per-address exceptions to max.connections.per.ip, as host:count pairs separated by commas (host an IP address or a host name, resolved when the value is applied), e.g. 127.0.0.1:200,broker-host:1000."},
+	{name: "max.connection.creation.rate", vt: vtNonNegInt, dflt: num(maxInt), dynamic: true, field: func(b *Broker) any { return &b.MaxConnectionCreationRate }, doc: "Most new connections a second, over the broker's listeners and, unless listener.name.<listener>.max.connection.creation.rate says otherwise, on each listener; measured as client quotas are (quota.window.num windows of quota.window.size.seconds). A listener over either rate waits before accepting its next connection, at most one quota window at a time; the inter-broker listener (when the broker has another listener) only waits for its own listener rate."},
 	{name: "fetch.max.bytes", vt: intType(1024, noMax), dflt: num(57671680), field: func(b *Broker) any { return &b.FetchMaxBytes }, doc: "Most bytes returned for one fetch request."},
 	{name: "broker.heartbeat.interval.ms", vt: intType(noMin, noMax), dflt: num(2000), field: func(b *Broker) any { return &b.BrokerHeartbeatIntervalMs }, doc: "Milliseconds between broker heartbeats to the controller."},
 	{name: "broker.session.timeout.ms", vt: intType(noMin, noMax), dflt: num(9000), field: func(b *Broker) any { return &b.BrokerSessionTimeoutMs }, doc: "A broker without a heartbeat for this long is fenced."},
@@ -672,6 +680,10 @@ func (b *Broker) derive(typed map[string]any) error {
 	if b.QueuedMaxRequestBytes > 0 && b.QueuedMaxRequestBytes < int64(b.SocketRequestMaxBytes) {
 		return invalid("queued.max.request.bytes", b.values["queued.max.request.bytes"],
 			"queued.max.request.bytes must be at least socket.request.max.bytes ("+b.values["socket.request.max.bytes"]+")")
+	}
+	if b.MaxConnectionsPerIP == 0 && len(b.MaxConnectionsPerIPOverrides) == 0 {
+		return invalid("max.connections.per.ip", b.values["max.connections.per.ip"],
+			"max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
 	}
 	if b.ReplicaFetchWaitMaxMs > b.ReplicaSocketTimeoutMs {
 		return invalid("replica.fetch.wait.max.ms", b.values["replica.fetch.wait.max.ms"],

@@ -31,7 +31,11 @@ type live struct {
 // Kafka's LogCleaner reconfigures (log.cleaner.threads,
 // log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.size,
 // log.cleaner.io.buffer.load.factor, log.cleaner.io.max.bytes.per.second,
-// log.cleaner.backoff.ms; log.cleaner.enable is static). Secondary synonyms
+// log.cleaner.backoff.ms; log.cleaner.enable is static), and the connection
+// limits Kafka's DynamicConnectionQuota reconfigures (max.connections,
+// max.connections.per.ip, max.connections.per.ip.overrides,
+// max.connection.creation.rate; their listener.name.<listener>. forms are
+// static here). Secondary synonyms
 // such as log.retention.hours are static only, as in Kafka.
 func IsDynamic(key string) bool {
 	d := brokerDefs[key]
@@ -84,8 +88,16 @@ func (b *Broker) ValidateDynamic(key, value string) error {
 
 // checkReconfiguration applies the rules Kafka's reconfigurable components add to a change
 // from cur to next (validateReconfiguration): the log cleaner's threads may change to no
-// fewer than 1 nor half the current count, and to no more than double it.
+// fewer than 1 nor half the current count, and to no more than double it; max.connections
+// and max.connection.creation.rate may change to no less than 1 (Kafka's listener connection
+// quotas, which take the broker's values, refuse 0 at runtime).
 func checkReconfiguration(cur, next *Broker, key, value string) error {
+	switch {
+	case key == "max.connections" && next.MaxConnections <= 0:
+		return invalid(key, value, fmt.Sprintf("Invalid max.connections %d", next.MaxConnections))
+	case key == "max.connection.creation.rate" && next.MaxConnectionCreationRate <= 0:
+		return invalid(key, value, fmt.Sprintf("Invalid max.connection.creation.rate %d", next.MaxConnectionCreationRate))
+	}
 	if key == "log.cleaner.threads" && next.LogCleanerThreads != cur.LogCleanerThreads {
 		n, c := next.LogCleanerThreads, cur.LogCleanerThreads
 		switch {

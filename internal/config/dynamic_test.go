@@ -112,7 +112,8 @@ func TestDynamicKeys(t *testing.T) {
 		"min.insync.replicas", "compression.type", "log.message.timestamp.type", "log.cleanup.policy",
 		"unclean.leader.election.enable", "leader.replication.throttled.rate", "follower.replication.throttled.rate",
 		"log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
-		"log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms"} {
+		"log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
+		"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate"} {
 		if !IsDynamic(k) {
 			t.Errorf("%s should be dynamic", k)
 		}

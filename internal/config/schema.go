@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -261,6 +262,8 @@ func assign(ptr, v any) {
 		*p = append([]string(nil), v.([]string)...)
 	case *[]Listener:
 		*p = append([]Listener(nil), v.([]Listener)...)
+	case *map[string]int32:
+		*p = maps.Clone(v.(map[string]int32))
 	default:
 		panic(fmt.Sprintf("config: cannot assign %T to %T", v, ptr))
 	}
@@ -285,6 +288,8 @@ func format(ptr any) string {
 		return strings.Join(*p, ",")
 	case *[]Listener:
 		return formatListeners(*p)
+	case *map[string]int32:
+		return formatConnOverrides(*p)
 	}
 	panic(fmt.Sprintf("config: cannot format %T", ptr))
 }

@@ -9,7 +9,8 @@ import (
 // Security keys and their per-listener form.
 //
 // Every ssl.* and sasl.* key of brokerDefList, and connections.max.reauth.ms, may be set for
-// one listener as listener.name.<listener>.<key> (the listener name lower-cased, as Kafka
+// one listener (and so may the connection limits max.connections and
+// max.connection.creation.rate, see connlimits.go) as listener.name.<listener>.<key> (the listener name lower-cased, as Kafka
 // writes it), which wins over the plain key for that listener. A SASL mechanism's JAAS
 // configuration exists only in that form, per mechanism:
 // listener.name.<listener>.<mechanism>.sasl.jaas.config (mechanism lower-cased, e.g.
@@ -32,6 +33,11 @@ func listenerOverridable(key string) bool {
 	if brokerDefs[key] == nil {
 		return false
 	}
+	return securityKey(key) || contains(connListenerKeys, key)
+}
+
+// securityKey reports whether key is one of the security keys a listener may override.
+func securityKey(key string) bool {
 	return strings.HasPrefix(key, "ssl.") || strings.HasPrefix(key, "sasl.") || key == "connections.max.reauth.ms"
 }
 
@@ -63,7 +69,7 @@ func normalizeListenerKey(k, v string) (norm string, known bool, err error) {
 		return strings.TrimSpace(v), true, nil
 	}
 	if !listenerOverridable(key) {
-		return "", true, unknown(k, "per-listener configuration (only ssl.*, sasl.* and connections.max.reauth.ms keys, and <mechanism>.sasl.jaas.config, may be set per listener)")
+		return "", true, unknown(k, "per-listener configuration (only ssl.*, sasl.*, connections.max.reauth.ms, max.connections and max.connection.creation.rate keys, and <mechanism>.sasl.jaas.config, may be set per listener)")
 	}
 	_, n, reason := brokerDefs[key].vt.parse(strings.TrimSpace(v))
 	if reason != "" {
@@ -82,7 +88,7 @@ func (b *Broker) ListenerSecurity(listener string) (values map[string]string, se
 	listener = strings.ToUpper(listener)
 	values, setKey = map[string]string{}, map[string]string{}
 	for _, d := range brokerDefList {
-		if !listenerOverridable(d.name) {
+		if !securityKey(d.name) || brokerDefs[d.name] == nil {
 			continue
 		}
 		if !c.null[d.name] {
@@ -97,7 +103,7 @@ func (b *Broker) ListenerSecurity(listener string) (values map[string]string, se
 	sort.Strings(keys)
 	for _, k := range keys {
 		l, key, ok := splitListenerKey(k)
-		if !ok || l != listener {
+		if !ok || l != listener || contains(connListenerKeys, key) {
 			continue
 		}
 		values[key] = c.lay.static[k]

@@ -20,6 +20,10 @@
 //   - request_percentage bounds the time spent handling a client's requests, in percent of
 //     one thread (200 = two threads' worth of time a second).
 //
+// An ip entity's connection_creation_rate (KIP-612) bounds the connections accepted from one
+// address a second; the server enforces it at accept (internal/server's ConnQuotas), with the
+// quota of the entity naming the address, else of the default ip entity (Table.ResolveIP).
+//
 // Which quota applies to a request is Kafka's DefaultQuotaCallback precedence (Table.Resolve),
 // first match wins:
 //

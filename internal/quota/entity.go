@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"sort"
 	"strings"
 )
@@ -159,7 +160,7 @@ var (
 	}
 	ipKeys = map[string]keyType{ConnectionCreationRate: typeInt}
 	// notEnforced are Kafka's keys that Gregor knows but does not enforce yet.
-	notEnforced = map[string]bool{ControllerMutationRate: true, ConnectionCreationRate: true}
+	notEnforced = map[string]bool{ControllerMutationRate: true}
 )
 
 // ValidateValue checks one key and value set on e (a parsed entity) as Kafka's
@@ -175,7 +176,7 @@ func ValidateValue(e Entity, key string, value float64) error {
 	}
 	if notEnforced[key] {
 		// Kafka's key, refused rather than stored and ignored until its enforcement
-		// (KIP-599 for controller mutations, KIP-612 for connection creation) is built.
+		// (KIP-599 for controller mutations) is built.
 		return fmt.Errorf("Quota %s is not enforced by Gregor yet", key)
 	}
 	if !(value > 0) {
@@ -252,4 +253,30 @@ func (t Table) Resolve(key, user, clientID string) (limit float64, sensor Sensor
 		}
 	}
 	return 0, SensorKey{}, false
+}
+
+// ResolveIP returns the quota of key (ConnectionCreationRate) that applies to connections
+// from ip: the ip entity naming that address, else the default ip entity, as Kafka's
+// ConnectionQuotas.connectionRateForIp. An entity names an address in any form net.ParseIP
+// takes (an IPv4-mapped IPv6 address is its IPv4 address). ok is false when neither is set.
+func (t Table) ResolveIP(key string, ip netip.Addr) (limit float64, ok bool) {
+	if len(t) == 0 {
+		return 0, false
+	}
+	ip = ip.Unmap()
+	if v, found := t[Entity{IP: Of(ip.String())}][key]; found {
+		return v, true
+	}
+	for e, q := range t {
+		if e.IP.Kind != Named {
+			continue
+		}
+		if a, err := netip.ParseAddr(e.IP.Name); err == nil && a.Unmap() == ip {
+			if v, found := q[key]; found {
+				return v, true
+			}
+		}
+	}
+	v, found := t[Entity{IP: DefaultName}][key]
+	return v, found
 }

@@ -1,6 +1,9 @@
 package quota
 
-import "testing"
+import (
+	"net/netip"
+	"testing"
+)
 
 func strp(s string) *string { return &s }
 
@@ -89,7 +92,8 @@ func TestParseEntityAndValidate(t *testing.T) {
 		{user, ConsumerByteRate, 0, "Quota consumer_byte_rate must be greater than 0"},
 		{user, ConnectionCreationRate, 5, "Invalid configuration key connection_creation_rate"},
 		{user, "bogus", 5, "Invalid configuration key bogus"},
-		{ip, ConnectionCreationRate, 5, "Quota connection_creation_rate is not enforced by Gregor yet"},
+		{ip, ConnectionCreationRate, 5, ""},
+		{ip, ConnectionCreationRate, 1e10, "Proposed value for connection_creation_rate is too large for an INT."},
 		{user, ControllerMutationRate, 5, "Quota controller_mutation_rate is not enforced by Gregor yet"},
 		{ip, ProducerByteRate, 5, "Invalid configuration key producer_byte_rate"},
 	} {
@@ -107,4 +111,26 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func TestResolveIP(t *testing.T) {
+	ip := func(s string) Entity { return Entity{IP: Of(s)} }
+	tab := Table{
+		ip("10.0.0.1"):         {ConnectionCreationRate: 5},
+		ip("::ffff:10.0.0.2"):  {ConnectionCreationRate: 7},
+		{IP: DefaultName}:      {ConnectionCreationRate: 100},
+		{User: Of("10.0.0.3")}: {ProducerByteRate: 1},
+	}
+	for _, c := range []struct {
+		addr string
+		want float64
+	}{{"10.0.0.1", 5}, {"::ffff:10.0.0.1", 5}, {"10.0.0.2", 7}, {"10.0.0.3", 100}} {
+		if got, ok := tab.ResolveIP(ConnectionCreationRate, netip.MustParseAddr(c.addr)); !ok || got != c.want {
+			t.Errorf("ResolveIP(%s) = %v, %v; want %v", c.addr, got, ok, c.want)
+		}
+	}
+	delete(tab, Entity{IP: DefaultName})
+	if _, ok := tab.ResolveIP(ConnectionCreationRate, netip.MustParseAddr("10.0.0.3")); ok {
+		t.Error("an address with no entity and no default has a quota")
+	}
 }

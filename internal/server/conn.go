@@ -36,6 +36,7 @@ type conn struct {
 	info Conn
 	log  *slog.Logger
 	sess *security.Session // nil on a listener without security (every connection ANONYMOUS)
+	slot *ConnSlot         // the connection's place in the connection limits; nil without them
 
 	req  *[]byte // the request being handled, until releaseRequest; nil between requests
 	held int64   // the bytes it holds in srv.limits.Pool
@@ -123,6 +124,9 @@ func (c *conn) readRequest() (*[]byte, error) {
 		return nil, stalled(err)
 	}
 	c.req, c.held = bp, int64(n)
+	if c.slot != nil {
+		c.slot.Touch(time.Now())
+	}
 	return bp, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/authz"
+	"github.com/gregor-project/gregor/internal/quota"
 	"github.com/gregor-project/gregor/internal/security"
 )
 
@@ -40,6 +42,12 @@ type Limits struct {
 	// its last answer is closed, and so is one whose request has not arrived whole that long
 	// after its first byte. Negative: neither.
 	MaxIdle time.Duration
+	// Conns are the connection limits (max.connections and friends, the ip
+	// connection_creation_rate quota), shared by a broker's listeners; nil for none.
+	Conns *ConnQuotas
+	// IPQuotas returns the client quotas in force (the metadata image's), for the ip
+	// connection_creation_rate quota; nil for none.
+	IPQuotas func() quota.Table
 }
 
 // Server accepts connections on one listener.
@@ -127,12 +135,19 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		retry.succeeded()
+		slot, delay, ok := s.admit(nc)
+		if !ok {
+			continue
+		}
 		// Register under the lock that StopAccepting takes: a connection accepted as the
 		// server stops is closed here, never missed by Close nor added to wg after Wait.
 		s.mu.Lock()
 		if s.mu.stopped {
 			s.mu.Unlock()
 			nc.Close()
+			if slot != nil {
+				slot.Release()
+			}
 			return nil
 		}
 		s.mu.conns[nc] = struct{}{}
@@ -140,23 +155,114 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			c := &conn{
-				srv:  s,
-				nc:   nc,
-				info: Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name, Principal: authz.Anonymous},
-				log:  s.log.With("remote", nc.RemoteAddr().String()),
-			}
-			if c.secure() {
-				c.br = bufio.NewReaderSize(c.nc, 4096)
-				c.serve(ctx)
+			if delay > 0 {
+				s.closeLater(nc, delay)
 			} else {
-				nc.Close()
+				s.serveConn(ctx, nc, slot)
 			}
 			s.mu.Lock()
 			delete(s.mu.conns, nc)
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// serveConn serves one admitted connection until it closes, then gives its slot back.
+func (s *Server) serveConn(ctx context.Context, nc net.Conn, slot *ConnSlot) {
+	if slot != nil {
+		defer slot.Release()
+	}
+	c := &conn{
+		srv:  s,
+		nc:   nc,
+		slot: slot,
+		info: Conn{RemoteAddr: nc.RemoteAddr().String(), Listener: s.name, Principal: authz.Anonymous},
+		log:  s.log.With("remote", nc.RemoteAddr().String()),
+	}
+	if c.secure() {
+		c.br = bufio.NewReaderSize(c.nc, 4096)
+		c.serve(ctx)
+	} else {
+		nc.Close()
+	}
+}
+
+// admit applies the connection limits to a connection just accepted (ConnQuotas): it waits
+// out the listener's creation-rate throttle and, while the listener or the broker holds its
+// max.connections, for a connection to close; meanwhile this listener accepts nothing more.
+// Then it either admits the connection (slot, nil without limits), or refuses it: at once
+// (ok false, the connection closed) or, over its address's connection_creation_rate, after
+// delay (the connection is to be closed then, never served). ok is false too when the server
+// stops while waiting.
+func (s *Server) admit(nc net.Conn) (slot *ConnSlot, delay time.Duration, ok bool) {
+	q := s.limits.Conns
+	if q == nil {
+		return nil, 0, true
+	}
+	ip := remoteIP(nc)
+	if d := q.Throttle(s.name, time.Now()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-s.stopped:
+			t.Stop()
+			nc.Close()
+			return nil, 0, false
+		}
+	}
+	for {
+		var quotas quota.Table
+		if s.limits.IPQuotas != nil {
+			quotas = s.limits.IPQuotas()
+		}
+		a := q.Admit(s.name, ip, quotas, func() { nc.Close() }, time.Now())
+		for _, v := range a.Evict {
+			s.log.Info("closing the least recently active connection: the broker is over max.connections", "listener", v.Listener(), "remote", v.IP().String())
+			v.Close()
+		}
+		var tooMany *TooManyConnectionsError
+		var throttled *ConnectionThrottledError
+		switch {
+		case a.Slot != nil:
+			return a.Slot, 0, true
+		case errors.As(a.Refused, &tooMany):
+			s.log.Info("rejected connection: max.connections.per.ip", "listener", s.name, "remote", nc.RemoteAddr().String(), "err", a.Refused)
+			nc.Close()
+			return nil, 0, false
+		case errors.As(a.Refused, &throttled):
+			s.log.Debug("delaying the close of a connection over its connection_creation_rate quota", "listener", s.name, "remote", nc.RemoteAddr().String(), "throttle", throttled.Throttle)
+			return nil, throttled.Throttle, true
+		}
+		select {
+		case <-a.Wait:
+		case <-s.stopped:
+			nc.Close()
+			return nil, 0, false
+		}
+	}
+}
+
+// closeLater closes a refused connection after delay, or sooner when the server stops.
+func (s *Server) closeLater(nc net.Conn, delay time.Duration) {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.stopped:
+	}
+	nc.Close()
+}
+
+// remoteIP is the address nc comes from (the zero Addr if it is not an IP address).
+func remoteIP(nc net.Conn) netip.Addr {
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // StopAccepting closes the listener; connections stay open.

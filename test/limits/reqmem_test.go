@@ -1,5 +1,6 @@
-// Package limits runs a real broker process against clients that try to exhaust its memory
-// and reads what it costs the process from /proc.
+// Package limits runs real brokers against clients that try to exhaust them: their memory
+// (read from /proc), their disk, and their connections (Kafka's connection limits and
+// quotas, connlimits_test.go).
 package limits
 
 import (
