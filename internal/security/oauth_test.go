@@ -1,6 +1,7 @@
 package security
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -542,3 +543,60 @@ func TestOAuthListenerConfiguration(t *testing.T) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// The broker's own OAUTHBEARER login (Kafka's unsecured login) against a listener's
+// unsecured validator.
+func TestOAuthInterBrokerClient(t *testing.T) {
+	jaas := oauthJAAS + ` unsecuredLoginStringClaim_sub="broker" unsecuredLoginListClaim_scope=",kafka,admin" unsecuredLoginLifetimeSeconds="120" unsecuredLoginExtension_traceId="t1";`
+	values := map[string]string{"sasl.mechanism.inter.broker.protocol": OAuthBearer, "oauthbearer.sasl.jaas.config": jaas}
+	c, err := NewInterBrokerClient(ProtocolSASLPlaintext, values, nil, "sasl.mechanism.inter.broker.protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Mechanism != OAuthBearer || c.Username != "broker" {
+		t.Fatalf("client %+v", c)
+	}
+	r, err := parseOAuthClientMessage(c.login.message(t0))
+	if err != nil || r.extensions["traceId"] != "t1" {
+		t.Fatalf("message: %+v %v", r, err)
+	}
+
+	serve := func(required string) (*Session, RoundTrip) {
+		l, err := oauthListener(t, map[string]string{"oauthbearer.sasl.jaas.config": oauthJAAS + ` unsecuredValidatorRequiredScope="` + required + `";`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := l.NewSession(nil)
+		return s, func(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+			switch r := req.(type) {
+			case *kmsg.SASLHandshakeRequest:
+				return s.Handshake(r), nil
+			case *kmsg.SASLAuthenticateRequest:
+				return s.Authenticate(r, time.Now()), nil
+			}
+			return nil, errors.New("unexpected request")
+		}
+	}
+	s, rt := serve("admin")
+	if err := c.Authenticate(context.Background(), rt); err != nil {
+		t.Fatal(err)
+	}
+	if s.Principal().String() != "User:broker" {
+		t.Fatalf("principal %s", s.Principal())
+	}
+	_, rt = serve("superpowers")
+	if err := c.Authenticate(context.Background(), rt); !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "insufficient_scope") {
+		t.Fatalf("refused token: %v", err)
+	}
+
+	for _, bad := range []string{
+		oauthJAAS + ";",
+		oauthJAAS + ` unsecuredLoginStringClaim_sub="b" unsecuredLoginNumberClaim_exp="1";`,
+		oauthJAAS + ` unsecuredLoginStringClaim_sub="b" unsecuredLoginLifetimeSeconds="0";`,
+	} {
+		values["oauthbearer.sasl.jaas.config"] = bad
+		if _, err := NewInterBrokerClient(ProtocolSASLPlaintext, values, nil, "sasl.mechanism.inter.broker.protocol"); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -190,4 +191,102 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// unsecuredLogin makes the unsecured tokens of Kafka's OAuthBearerUnsecuredLoginCallbackHandler
+// from a JAAS line's options, for the broker's own connections:
+//
+//	unsecuredLoginStringClaim_<name>="value"     a string claim (sub: the principal)
+//	unsecuredLoginNumberClaim_<name>="1"         a number claim
+//	unsecuredLoginListClaim_<name>=",a,b"        a list claim, its first character the separator
+//	unsecuredLoginExtension_<name>="value"       a SASL extension
+//	unsecuredLoginPrincipalClaimName             the principal claim (default sub)
+//	unsecuredLoginLifetimeSeconds                the token's lifetime (default 3600)
+//
+// iat and exp are the login's own.
+type unsecuredLogin struct {
+	claims     map[string]any
+	extensions map[string]string
+	principal  string
+	lifetime   time.Duration
+}
+
+func newUnsecuredLogin(j JAAS) (*unsecuredLogin, error) {
+	l := &unsecuredLogin{claims: map[string]any{}, extensions: map[string]string{}, lifetime: time.Hour}
+	principalClaim := "sub"
+	for k, v := range j.Options {
+		var name string
+		var ok bool
+		switch {
+		case k == "unsecuredLoginPrincipalClaimName":
+			if strings.TrimSpace(v) != "" {
+				principalClaim = strings.TrimSpace(v)
+			}
+			continue
+		case k == "unsecuredLoginLifetimeSeconds":
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("unsecuredLoginLifetimeSeconds=%q is not a positive number of seconds", v)
+			}
+			l.lifetime = time.Duration(n) * time.Second
+			continue
+		case strings.HasPrefix(k, "unsecuredLoginExtension_"):
+			name = strings.TrimPrefix(k, "unsecuredLoginExtension_")
+			if name == "auth" || !oauthKeyRE.MatchString(name) || !oauthValueRE.MatchString(v) {
+				return nil, fmt.Errorf("%s: not a valid SASL extension", k)
+			}
+			l.extensions[name] = v
+			continue
+		}
+		if name, ok = strings.CutPrefix(k, "unsecuredLoginStringClaim_"); ok {
+			l.claims[name] = v
+		} else if name, ok = strings.CutPrefix(k, "unsecuredLoginNumberClaim_"); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s=%q is not a number", k, v)
+			}
+			l.claims[name] = n
+		} else if name, ok = strings.CutPrefix(k, "unsecuredLoginListClaim_"); ok {
+			if v == "" {
+				l.claims[name] = []string{}
+			} else {
+				l.claims[name] = strings.Split(v[1:], v[:1])
+			}
+		} else {
+			continue
+		}
+		if name == "iat" || name == "exp" {
+			return nil, fmt.Errorf("%s: the %s claim is the login's own", k, name)
+		}
+	}
+	p, _ := l.claims[principalClaim].(string)
+	if strings.TrimSpace(p) == "" {
+		return nil, fmt.Errorf("OAUTHBEARER for the broker's own connections needs the principal: unsecuredLoginStringClaim_%s=\"<name>\"", principalClaim)
+	}
+	l.principal = p
+	return l, nil
+}
+
+// message is the client message carrying a token made at now.
+func (l *unsecuredLogin) message(now time.Time) []byte {
+	claims := map[string]any{"iat": float64(now.UnixMilli()) / 1000, "exp": float64(now.Add(l.lifetime).UnixMilli()) / 1000}
+	for k, v := range l.claims {
+		claims[k] = v
+	}
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	var b strings.Builder
+	b.WriteString("n,,\x01auth=Bearer " + enc(map[string]string{"alg": "none"}) + "." + enc(claims) + ".\x01")
+	keys := make([]string, 0, len(l.extensions))
+	for k := range l.extensions {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteString(k + "=" + l.extensions[k] + "\x01")
+	}
+	b.WriteString("\x01")
+	return []byte(b.String())
 }
