@@ -38,7 +38,8 @@
 //   - Client (client.go) is the other side, for the broker's own connections to other
 //     brokers on the inter-broker listener: TLS with the listener's trust store (and key
 //     store for mutual TLS), then SASL with sasl.mechanism.inter.broker.protocol and the
-//     username and password of that mechanism's JAAS line.
+//     username and password of that mechanism's JAAS line; for OAUTHBEARER, an unsecured
+//     token made from that line's unsecuredLogin* options, as Kafka's unsecured login does.
 //
 // # Principals
 //
