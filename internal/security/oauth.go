@@ -32,7 +32,6 @@ import (
 type oauthToken struct {
 	principal string
 	expires   time.Time
-	scope     []string
 }
 
 // oauthInvalid is a token a validator refused: the RFC 7628 error status (invalid_token,

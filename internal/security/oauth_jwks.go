@@ -195,12 +195,12 @@ func (v *jwksValidator) validate(token string, now time.Time) (oauthToken, *oaut
 	if !isString || strings.TrimSpace(sub) == "" {
 		return oauthToken{}, invalidToken("The %s claim value must be a non-blank string", v.subClaim)
 	}
-	scope, bad := scopeClaim(claims, v.scopeClaim)
-	if bad != nil {
+	// The scope is not checked against anything, but it must be well formed.
+	if _, bad := scopeClaim(claims, v.scopeClaim); bad != nil {
 		return oauthToken{}, bad
 	}
 	// Kafka takes exp in whole seconds.
-	return oauthToken{principal: strings.TrimSpace(sub), expires: time.Unix(exp.Unix(), 0), scope: scope}, nil
+	return oauthToken{principal: strings.TrimSpace(sub), expires: time.Unix(exp.Unix(), 0)}, nil
 }
 
 // jwk is one verification key of a JWKS.

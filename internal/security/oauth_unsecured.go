@@ -121,7 +121,7 @@ func (v *unsecuredValidator) validate(token string, now time.Time) (oauthToken, 
 			}
 		}
 	}
-	return oauthToken{principal: principal, expires: time.UnixMilli(int64(math.Round(exp * 1000))), scope: scope}, nil
+	return oauthToken{principal: principal, expires: time.UnixMilli(int64(math.Round(exp * 1000)))}, nil
 }
 
 // jwsJSON decodes one base64url part of a compact JWS into its JSON object.
