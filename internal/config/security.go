@@ -14,7 +14,12 @@ import (
 // writes it), which wins over the plain key for that listener. A SASL mechanism's JAAS
 // configuration exists only in that form, per mechanism:
 // listener.name.<listener>.<mechanism>.sasl.jaas.config (mechanism lower-cased, e.g.
-// listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config), as Kafka's brokers take it.
+// listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config), as Kafka's brokers take it. So is
+// listener.name.<listener>.<mechanism>.sasl.server.callback.handler.class, and, as Kafka's
+// OAUTHBEARER handlers read them, a sasl.oauthbearer.* key may also be given for the
+// mechanism: listener.name.<listener>.oauthbearer.sasl.oauthbearer.<key>, which wins over
+// listener.name.<listener>.sasl.oauthbearer.<key>. Those come back from ListenerSecurity
+// keyed "<mechanism>.<key>".
 //
 // Listener keys are static: they are read at start-up (an SSL listener's key and trust
 // stores are then reloaded when their files change, see internal/security).
@@ -24,6 +29,15 @@ const listenerPrefix = "listener.name."
 
 // saslJaasSuffix ends a per-listener, per-mechanism JAAS configuration key.
 const saslJaasSuffix = ".sasl.jaas.config"
+
+// saslServerCallbackHandler is the per-listener, per-mechanism key choosing how a mechanism
+// validates credentials: listener.name.<listener>.<mechanism>.sasl.server.callback.handler.class.
+// Gregor serves one class, for OAUTHBEARER: OAuthBearerValidatorCallbackHandler.
+const saslServerCallbackHandler = "sasl.server.callback.handler.class"
+
+// OAuthBearerValidatorCallbackHandler is Kafka's class validating signed OAUTHBEARER tokens
+// against the keys of a JWKS (KIP-768), by the sasl.oauthbearer.* keys.
+const OAuthBearerValidatorCallbackHandler = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
 // jaasMechanisms are the mechanisms a JAAS key may name (lower-cased).
 var jaasMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthbearer", "gssapi"}
@@ -68,8 +82,22 @@ func normalizeListenerKey(k, v string) (norm string, known bool, err error) {
 		}
 		return strings.TrimSpace(v), true, nil
 	}
+	if mech, rest, found := strings.Cut(key, "."); found && contains(jaasMechanisms, mech) {
+		switch {
+		case rest == saslServerCallbackHandler:
+			// Which classes are served is the listener's to say (internal/security), naming
+			// this key.
+			return strings.TrimSpace(v), true, nil
+		case mech == "oauthbearer" && strings.HasPrefix(rest, "sasl.oauthbearer.") && listenerOverridable(rest):
+			_, n, reason := brokerDefs[rest].vt.parse(strings.TrimSpace(v))
+			if reason != "" {
+				return "", true, invalid(k, v, reason)
+			}
+			return n, true, nil
+		}
+	}
 	if !listenerOverridable(key) {
-		return "", true, unknown(k, "per-listener configuration (only ssl.*, sasl.*, connections.max.reauth.ms, max.connections and max.connection.creation.rate keys, and <mechanism>.sasl.jaas.config, may be set per listener)")
+		return "", true, unknown(k, "per-listener configuration (only ssl.*, sasl.*, connections.max.reauth.ms, max.connections and max.connection.creation.rate keys, and <mechanism>.sasl.jaas.config and <mechanism>.sasl.server.callback.handler.class, may be set per listener)")
 	}
 	_, n, reason := brokerDefs[key].vt.parse(strings.TrimSpace(v))
 	if reason != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,15 +19,18 @@ import (
 type Client struct {
 	TLS       *tls.Config // nil: no TLS
 	Mechanism string      // "": no SASL
-	Username  string
+	Username  string      // for OAUTHBEARER, the token's principal
 	Password  string
+	login     *unsecuredLogin // OAUTHBEARER: the unsecured tokens it makes
 }
 
 // NewClient builds the client side of listener for the broker's own connections: its
 // protocol, the TLS client settings of its configuration, and for SASL the mechanism
 // (values[mechanismKey]: sasl.mechanism.inter.broker.protocol towards brokers,
 // sasl.mechanism.controller.protocol towards controllers) with the username and password of
-// that mechanism's JAAS configuration on the listener. Errors name the key at fault.
+// that mechanism's JAAS configuration on the listener; for OAUTHBEARER, an unsecured token
+// made from that JAAS line's unsecuredLogin* options, as Kafka's unsecured login does (a
+// broker cannot fetch tokens from an identity provider yet). Errors name the key at fault.
 func NewClient(listener, protocol string, values, setKey map[string]string, mechanismKey string) (*Client, error) {
 	c := &Client{}
 	setKey = withDefaults(setKey, values)
@@ -50,9 +54,9 @@ func NewClient(listener, protocol string, values, setKey map[string]string, mech
 			jaasKey = k
 		}
 		switch m {
-		case Plain, ScramSHA256, ScramSHA512:
+		case Plain, ScramSHA256, ScramSHA512, OAuthBearer:
 		default:
-			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", setKey[mechanismKey], m)
+			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)", setKey[mechanismKey], m)
 		}
 		text, ok := values[strings.ToLower(m)+".sasl.jaas.config"]
 		if !ok {
@@ -62,6 +66,13 @@ func NewClient(listener, protocol string, values, setKey map[string]string, mech
 		j, err := ParseJAAS(text)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", jaasKey, err)
+		}
+		if m == OAuthBearer {
+			if c.login, err = newUnsecuredLogin(j); err != nil {
+				return nil, fmt.Errorf("%s: %w", setKey[jaasKey], err)
+			}
+			c.Mechanism, c.Username = m, c.login.principal
+			return c, nil
 		}
 		c.Mechanism, c.Username, c.Password = m, j.Options["username"], j.Options["password"]
 		if c.Username == "" {
@@ -126,6 +137,17 @@ func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) error {
 	if c.Mechanism == Plain {
 		_, err := step([]byte("\x00" + c.Username + "\x00" + c.Password))
 		return err
+	}
+	if c.Mechanism == OAuthBearer {
+		out, err := step(c.login.message(time.Now()))
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		// RFC 7628: a refused token is answered with a JSON error, acknowledged with \x01.
+		if _, err := step([]byte{1}); err != nil {
+			return err
+		}
+		return fmt.Errorf("SASL %s authentication as %s: the server refused the token: %s", c.Mechanism, c.Username, out)
 	}
 	h := scram.SHA256
 	if c.Mechanism == ScramSHA512 {

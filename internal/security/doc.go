@@ -13,8 +13,9 @@
 //     NewListener refuses, naming the key, anything it cannot serve as configured: an SSL
 //     or SASL_SSL listener without a readable key store, client authentication without a
 //     trust store, an unknown cipher suite or TLS version, a SASL mechanism Gregor does not
-//     serve (GSSAPI, Kafka's default, and OAUTHBEARER for now), PLAIN without its JAAS
-//     line. A listener never falls back to plaintext or to no authentication.
+//     serve (GSSAPI, Kafka's default), PLAIN or OAUTHBEARER without its JAAS line, a
+//     sasl.server.callback.handler.class Gregor does not serve, a JWKS that cannot be read.
+//     A listener never falls back to plaintext or to no authentication.
 //   - ServerTLS (tls.go, keystore.go) loads PEM, PKCS12 and JKS stores, and reloads them
 //     when their files change (checked at most once a second, before a handshake; a store
 //     that fails to load leaves the previous one serving). A client certificate's subject
@@ -26,12 +27,21 @@
 //   - Mechanisms (mechanism.go): PLAIN against the JAAS line's user_<name> options, and
 //     SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802) against the credentials
 //     AlterUserScramCredentials stored in the metadata log (a ScramCredentials, the broker's
-//     metadata image): salted, never the password itself.
+//     metadata image): salted, never the password itself; and OAUTHBEARER (RFC 7628,
+//     KIP-255, KIP-768; oauth.go) with the validator Kafka's
+//     listener.name.<l>.oauthbearer.sasl.server.callback.handler.class chooses: unset, the
+//     unsecured one (alg none tokens, the JAAS line's unsecuredValidator* options, for
+//     development); OAuthBearerValidatorCallbackHandler, signed JWTs checked against a JWKS
+//     read from a file or over https and re-read every
+//     sasl.oauthbearer.jwks.endpoint.refresh.ms (oauth_jwks.go). A token's exp ends its
+//     session (KIP-368: the earlier of exp and connections.max.reauth.ms).
 //   - Client (client.go) is the other side, for the broker's own connections to other
 //     brokers on the inter-broker listener and to the controllers on the controller
 //     listener: TLS with the listener's trust store (and key store for mutual TLS), then
 //     SASL with sasl.mechanism.inter.broker.protocol (or sasl.mechanism.controller.protocol)
-//     and the username and password of that mechanism's JAAS line.
+//     and the username and password of that mechanism's JAAS line; for OAUTHBEARER, an
+//     unsecured token made from that line's unsecuredLogin* options, as Kafka's unsecured
+//     login does.
 //   - PeerTLS (peer.go) secures the raft traffic between controllers on a TLS controller
 //     listener: mutual TLS with the listener's stores, no SASL (raft is not the Kafka
 //     protocol); a controller proves itself with its certificate.
@@ -46,7 +56,8 @@
 // # Failures
 //
 // Every failure closes the connection with one log line and reaches no API handler. A failed
-// SASL step is answered (SASL_AUTHENTICATION_FAILED with Kafka's message, or
+// SASL step is answered (SASL_AUTHENTICATION_FAILED with Kafka's message, for OAUTHBEARER
+// the JSON error the client acknowledged, or
 // UNSUPPORTED_SASL_MECHANISM with the enabled list, or ILLEGAL_SASL_STATE for a malformed
 // token) after connection.failed.authentication.delay.ms, then the connection is closed;
 // only the failing connection's goroutine waits, so the broker stays responsive to others.
@@ -54,7 +65,9 @@
 //
 // # Concurrency
 //
-// Listener and its mechanisms are immutable and shared by every connection; ServerTLS guards
+// Listener and its mechanisms are immutable and shared by every connection, but for the keys
+// of an OAUTHBEARER JWKS, which its jwksSource guards with its mutex and replaces from a read
+// on a goroutine of its own that ends with the read; ServerTLS guards
 // the tls.Config in service and the stores' file stamps with its mutex (held only to check
 // and swap, never during a handshake). A Session belongs to its connection's goroutine.
 package security

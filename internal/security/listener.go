@@ -117,7 +117,7 @@ func NewListener(o ListenerOptions) (*Listener, error) {
 		return nil, fmt.Errorf("listener %s: unknown security protocol %q", o.Name, o.Protocol)
 	}
 	if l.SASL() {
-		if err := l.setupSASL(c, o.Scram); err != nil {
+		if err := l.setupSASL(c, o.Scram, log.With("listener", o.Name)); err != nil {
 			return nil, err
 		}
 	}
@@ -137,7 +137,7 @@ func millis(c *listenerConfig, key string) (time.Duration, error) {
 }
 
 // setupSASL builds the enabled mechanisms of a SASL listener.
-func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials) error {
+func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials, log *slog.Logger) error {
 	key := c.setKey["sasl.enabled.mechanisms"]
 	l.enabled = splitComma(c.values["sasl.enabled.mechanisms"])
 	if len(l.enabled) == 0 {
@@ -166,8 +166,19 @@ func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials) error {
 				return fmt.Errorf("listener %s: %s: %w", c.name, m, err)
 			}
 			l.mechanisms[m] = s
+		case OAuthBearer:
+			o, err := newOAuth(c, log)
+			if err != nil {
+				return err
+			}
+			l.mechanisms[m] = o
 		default:
-			return fmt.Errorf("listener %s (%s): %s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", c.name, c.protocol, key, m)
+			return fmt.Errorf("listener %s (%s): %s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)", c.name, c.protocol, key, m)
+		}
+		if m != OAuthBearer {
+			if h, ok := c.values[strings.ToLower(m)+".sasl.server.callback.handler.class"]; ok && h != "" {
+				return fmt.Errorf("%s: %q is not served by Gregor: %s validates with its own (only OAUTHBEARER takes %s)", c.mechKey(m, "sasl.server.callback.handler.class"), h, m, OAuthBearerValidatorCallbackHandler)
+			}
 		}
 	}
 	return nil

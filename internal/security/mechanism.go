@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"strings"
+	"time"
 )
 
 // SASL mechanism names, as clients send them in SaslHandshake.
@@ -19,6 +20,7 @@ const (
 	OAuthBearer  = "OAUTHBEARER"
 	GSSAPI       = "GSSAPI"
 	plainLoginJA = "org.apache.kafka.common.security.plain.PlainLoginModule"
+	oauthLoginJA = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 )
 
 // ScramCredential is a user's stored SCRAM credential for one mechanism (Kafka's
@@ -51,11 +53,15 @@ type mechanism interface {
 
 // exchange is one authentication of one connection: tokens in, tokens out.
 type exchange interface {
-	// step takes the client's next token and returns the server's answer; done once the
-	// client is authenticated as user. An error ends the exchange (errAuthFailed or
-	// errMalformed wrapped with the message for the client).
-	step(in []byte) (out []byte, done bool, err error)
+	// step takes the client's next token, arriving at now, and returns the server's answer;
+	// done once the client is authenticated as user. An error ends the exchange
+	// (errAuthFailed or errMalformed wrapped with the message for the client).
+	step(in []byte, now time.Time) (out []byte, done bool, err error)
 	user() string
+	// credentialExpiry is when the credential the client authenticated with stops being
+	// valid (an OAUTHBEARER token's exp); zero when it does not expire. KIP-368: the session
+	// ends then at the latest, whatever connections.max.reauth.ms says.
+	credentialExpiry() time.Time
 }
 
 // plainMechanism is PLAIN (RFC 4616) with the users of the listener's JAAS configuration,
@@ -86,9 +92,10 @@ type plainExchange struct {
 	username string
 }
 
-func (e *plainExchange) user() string { return e.username }
+func (e *plainExchange) user() string                { return e.username }
+func (e *plainExchange) credentialExpiry() time.Time { return time.Time{} }
 
-func (e *plainExchange) step(in []byte) ([]byte, bool, error) {
+func (e *plainExchange) step(in []byte, _ time.Time) ([]byte, bool, error) {
 	// authzid NUL authcid NUL passwd
 	parts := bytes.Split(in, []byte{0})
 	if len(parts) != 3 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The server side of a SCRAM exchange (RFC 5802), as Kafka's ScramSaslServer runs it:
@@ -35,7 +36,8 @@ type scramExchange struct {
 	cred     ScramCredential
 }
 
-func (e *scramExchange) user() string { return e.username }
+func (e *scramExchange) user() string                { return e.username }
+func (e *scramExchange) credentialExpiry() time.Time { return time.Time{} }
 
 func (e *scramExchange) fail() error {
 	return fmt.Errorf("%w: Authentication failed during authentication due to invalid credentials with SASL mechanism %s", errAuthFailed, e.m.mech)
@@ -45,7 +47,7 @@ func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
 }
 
-func (e *scramExchange) step(in []byte) ([]byte, bool, error) {
+func (e *scramExchange) step(in []byte, _ time.Time) ([]byte, bool, error) {
 	msg := string(in)
 	if e.stage == 0 {
 		e.stage = 1

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/pbkdf2"
 )
@@ -24,7 +25,7 @@ func scramClient(t *testing.T, ex exchange, password string, doubleNonce bool) e
 	t.Helper()
 	cnonce := "fyko+d2lbbFgONRv9qkxdawL"
 	first := "n=alice,r=" + cnonce
-	out, _, err := ex.step([]byte("n,," + first))
+	out, _, err := ex.step([]byte("n,,"+first), time.Time{})
 	if err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func scramClient(t *testing.T, ex exchange, password string, doubleNonce bool) e
 	for i := range ck {
 		proof[i] = ck[i] ^ sig[i]
 	}
-	out, done, err := ex.step([]byte(final + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+	out, done, err := ex.step([]byte(final+",p="+base64.StdEncoding.EncodeToString(proof)), time.Time{})
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func TestScramServer(t *testing.T) {
 		t.Fatal("a wrong password authenticated")
 	}
 	for _, bad := range []string{"", "p=tls-unique,,n=alice,r=x", "n,,r=x", "n,,n=alice", "n,a=bob,n=alice,r=x", "n,,n=alice,r=x,tokenauth=true", "n,,n=al=ice,r=x"} {
-		if _, _, err := m.start().step([]byte(bad)); err == nil {
+		if _, _, err := m.start().step([]byte(bad), time.Time{}); err == nil {
 			t.Errorf("client-first %q accepted", bad)
 		}
 	}

@@ -26,8 +26,9 @@ import (
 //	raw            after SaslHandshake v0: the next frames are bare SASL tokens (RawToken)
 //	authenticated  every request is served, but for SaslHandshake, which starts a
 //	               re-authentication (KIP-368) when the session may be renewed; once the
-//	               session has expired (connections.max.reauth.ms after it began), any other
-//	               request closes the connection
+//	               session has expired (connections.max.reauth.ms after it began, or when
+//	               the credential expired, whichever is first), any other request closes the
+//	               connection
 //	failed         the answer to the failed step is sent after connection.failed.
 //	               authentication.delay.ms, then the connection is closed
 //
@@ -113,11 +114,11 @@ func (s *Session) Admit(key int16, now time.Time) (Verdict, error) {
 	case stateRaw:
 		return Reject, errors.New("a Kafka request where a SASL token was expected")
 	case stateAuthenticated:
-		if key == hs && s.l.SASL() && s.renewable && s.l.reauth > 0 {
+		if key == hs && s.l.SASL() && s.renewable && !s.expires.IsZero() {
 			return Intercept, nil
 		}
 		if !s.expires.IsZero() && !now.Before(s.expires) {
-			return Reject, fmt.Errorf("the SASL session of %s expired (connections.max.reauth.ms) and was not re-authenticated", s.principal)
+			return Reject, fmt.Errorf("the SASL session of %s expired (connections.max.reauth.ms, or its credential's lifetime) and was not re-authenticated", s.principal)
 		}
 		return Serve, nil
 	}
@@ -195,7 +196,7 @@ func (s *Session) RawToken(in []byte, now time.Time) ([]byte, error) {
 
 // step runs one token of the exchange.
 func (s *Session) step(in []byte, now time.Time, renewable bool) ([]byte, error) {
-	out, done, err := s.exch.step(in)
+	out, done, err := s.exch.step(in, now)
 	if err != nil {
 		s.state = stateFailed
 		return nil, err
@@ -209,11 +210,26 @@ func (s *Session) step(in []byte, now time.Time, renewable bool) ([]byte, error)
 		return nil, fmt.Errorf("%w: Cannot change principals during re-authentication from %s to %s", errAuthFailed, s.principal, p)
 	}
 	s.principal, s.state, s.renewable, s.reauth = p, stateAuthenticated, renewable, false
-	s.expires = time.Time{}
-	if s.l.reauth > 0 {
-		s.expires = now.Add(s.l.reauth)
-	}
+	s.expires = sessionExpiry(now, s.exch.credentialExpiry(), s.l.reauth)
 	return out, nil
+}
+
+// sessionExpiry is when a session authenticated at now ends (KIP-368, as Kafka's
+// SaslServerAuthenticator computes it): at the credential's expiry (an OAUTHBEARER token's
+// exp) or after connections.max.reauth.ms (reauth, 0: unset), whichever comes first; never
+// before now (a lifetime of 0). Zero: the session does not expire.
+func sessionExpiry(now, credential time.Time, reauth time.Duration) time.Time {
+	var end time.Time
+	if reauth > 0 {
+		end = now.Add(reauth)
+	}
+	if !credential.IsZero() && (end.IsZero() || credential.Before(end)) {
+		end = credential
+	}
+	if !end.IsZero() && end.Before(now) {
+		end = now
+	}
+	return end
 }
 
 // trimCause drops the "security: ...: " prefix of a wrapped error, leaving the message

@@ -115,6 +115,8 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 		"client auth without trust": {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth=required"}, sslSets(ca, "")...), "ssl.truststore.location"},
 		"GSSAPI (Kafka's default)":  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"},
 		"PLAIN without JAAS":        {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		"OAUTHBEARER handler class": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=OAUTHBEARER", "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=" + oauthJAAS, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=io.strimzi.kafka.oauth.server.JaasServerOauthValidatorCallbackHandler"}, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"},
+		"OAUTHBEARER JWKS unset":    {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=OAUTHBEARER", "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=" + oauthJAAS, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=" + jwksHandler}, "sasl.oauthbearer.jwks.endpoint.url"},
 		"bad cipher suite":          {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.cipher.suites=TLS_NOT_A_SUITE"}, sslSets(ca, "")...), "ssl.cipher.suites"},
 		// A controller listener is secured like any other, and refused by the same keys.
 		"SSL controller without a key store":   {controllerSets("SSL"), "set ssl.keystore.location"},
