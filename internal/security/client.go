@@ -103,11 +103,21 @@ func (c *Client) Wrap(ctx context.Context, nc net.Conn, host string) (net.Conn, 
 type RoundTrip func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 
 // Authenticate runs the SASL exchange (SaslHandshake v1, then SaslAuthenticate v1 tokens)
-// when the client has a mechanism.
-func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) error {
+// when the client has a mechanism, and returns the session's lifetime as the server gave it
+// (KIP-368: 0 when the session does not expire). It serves a first authentication and a
+// re-authentication alike.
+func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) (time.Duration, error) {
 	if c == nil || c.Mechanism == "" {
-		return nil
+		return 0, nil
 	}
+	var lifetime time.Duration
+	err := c.exchange(ctx, rt, &lifetime)
+	return lifetime, err
+}
+
+// exchange runs the handshake and the mechanism's tokens, recording the session lifetime of
+// the last SaslAuthenticate answer in lifetime.
+func (c *Client) exchange(ctx context.Context, rt RoundTrip, lifetime *time.Duration) error {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version, hs.Mechanism = 1, c.Mechanism
 	r, err := rt(ctx, hs)
@@ -132,6 +142,7 @@ func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) error {
 			}
 			return nil, fmt.Errorf("SASL %s authentication as %s: %w%s", c.Mechanism, c.Username, e, msg)
 		}
+		*lifetime = time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
 		return resp.SASLAuthBytes, nil
 	}
 	if c.Mechanism == Plain {

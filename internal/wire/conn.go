@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,7 +46,21 @@ type Conn struct {
 	pending map[int32]*call
 	err     error
 	done    chan struct{}
+
+	// Session renewal (KIP-368). A server that limits the session's lifetime closes the
+	// connection at its first request past it, so before that point (renewalShare of the
+	// lifetime) the next Request re-authenticates on the same connection first. The server
+	// takes requests in order, so requests already sent are answered before the handshake;
+	// renewMu keeps other requests from being sent between its frames: each send holds it
+	// shared, a re-authentication exclusively. Lock order: renewMu, then wmu, then mu.
+	sec     *security.Client
+	renewMu sync.RWMutex
+	renewAt atomic.Int64 // UnixNano when the session must be renewed; 0: never
 }
+
+// renewalShare is the share of a session's lifetime after which it is renewed (Kafka's
+// clients pick a point between 85% and 95%).
+const renewalShare = 0.85
 
 type call struct {
 	req  kmsg.Request
@@ -75,11 +90,41 @@ func DialSecure(ctx context.Context, addr, clientID string, sec *security.Client
 		return nil, err
 	}
 	c := newConn(nc, clientID)
-	if err := sec.Authenticate(ctx, c.Request); err != nil {
+	c.sec = sec
+	lifetime, err := sec.Authenticate(ctx, c.roundTrip)
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	c.renewAfter(lifetime)
 	return c, nil
+}
+
+// renewAfter arms the session's renewal for a session of the given lifetime (0: none).
+func (c *Conn) renewAfter(lifetime time.Duration) {
+	if lifetime <= 0 {
+		c.renewAt.Store(0)
+		return
+	}
+	c.renewAt.Store(time.Now().Add(time.Duration(float64(lifetime) * renewalShare)).UnixNano())
+}
+
+// renew re-authenticates the connection when its session is due (see Conn).
+func (c *Conn) renew(ctx context.Context) error {
+	c.renewMu.Lock()
+	defer c.renewMu.Unlock()
+	at := c.renewAt.Load()
+	if at == 0 || time.Now().UnixNano() < at {
+		return nil // renewed by another request meanwhile
+	}
+	lifetime, err := c.sec.Authenticate(ctx, c.roundTrip)
+	if err != nil {
+		err = fmt.Errorf("wire: re-authenticating: %w", err)
+		c.fail(err)
+		return err
+	}
+	c.renewAfter(lifetime)
+	return nil
 }
 
 func newConn(nc net.Conn, clientID string) *Conn {
@@ -113,6 +158,32 @@ func (c *Conn) Close() error {
 // first the connection is closed (its answer would otherwise arrive for nobody and a later
 // request could not tell), and ctx's error returned.
 func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if at := c.renewAt.Load(); at != 0 && time.Now().UnixNano() >= at {
+		if err := c.renew(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c.renewMu.RLock()
+	cl, err := c.send(ctx, req)
+	c.renewMu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	return c.wait(ctx, req, cl)
+}
+
+// roundTrip sends req and waits for its answer, without renewMu: the authentication's own
+// requests (it holds renewMu, or nothing else uses the connection yet).
+func (c *Conn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cl, err := c.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.wait(ctx, req, cl)
+}
+
+// send writes req and registers the call its answer goes to.
+func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	cl := &call{req: req, resp: make(chan result, 1)}
 	c.wmu.Lock()
 	c.mu.Lock()
@@ -141,6 +212,11 @@ func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, er
 		c.fail(err)
 		return nil, err
 	}
+	return cl, nil
+}
+
+// wait waits for the answer to a sent call.
+func (c *Conn) wait(ctx context.Context, req kmsg.Request, cl *call) (kmsg.Response, error) {
 	select {
 	case r := <-cl.resp:
 		if r.err != nil {
