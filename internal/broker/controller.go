@@ -73,7 +73,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 			if !ok {
 				return security.ErrNoPeerCertificate
 			}
-			return security.VerifyPeer(st)
+			return peer.VerifyPeer(st)
 		}
 	}
 	b.ctrlMux = server.NewMux(ln, quorum.HelloMagic, b.log)

@@ -78,7 +78,11 @@ func (b *Broker) controllerSecurity() (*security.Listener, *security.PeerTLS, er
 	if sec.TLS() == nil {
 		return sec, nil, nil
 	}
-	peer, err := security.NewPeerTLS(sec, values, setKey)
+	var superUsers []string // nil: no authorizer, any verified controller is a peer
+	if b.cfg.AuthorizerClassName != "" {
+		superUsers = append([]string{}, b.cfg.SuperUsers...)
+	}
+	peer, err := security.NewPeerTLS(sec, values, setKey, superUsers)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/gregor-project/gregor/internal/authz"
 )
 
 // Raft peer traffic on a controller listener.
@@ -29,6 +31,12 @@ import (
 //     protocol's principal) and admits a raft connection only with a verified one
 //     (VerifyPeer). A TLS controller listener therefore needs both stores.
 //
+// With an authorizer configured, a raft peer's certificate subject, mapped by
+// ssl.principal.mapping.rules, must moreover be one of super.users (KIP-801: controllers'
+// principals are super users, since their requests are authorized before any ACL is
+// loaded); without one, any certificate the trust store verifies is a peer, as any
+// authenticated principal may do anything without an authorizer.
+//
 // A SASL_PLAINTEXT controller listener cannot protect raft traffic at all (no certificate,
 // no SASL on raft) and is refused at start-up.
 
@@ -37,13 +45,16 @@ import (
 // stores reload when their files change); the dialling side reads the stores once, when
 // the PeerTLS is built.
 type PeerTLS struct {
-	l      *Listener
-	client *tls.Config
+	l          *Listener
+	client     *tls.Config
+	superUsers []string // with an authorizer, the principals a peer may be; nil: any verified one
 }
 
 // NewPeerTLS builds the raft peer TLS of controller listener l (SSL or SASL_SSL) from the
-// listener's configuration; errors name the key at fault.
-func NewPeerTLS(l *Listener, values, setKey map[string]string) (*PeerTLS, error) {
+// listener's configuration; errors name the key at fault. superUsers is super.users when an
+// authorizer is configured (a peer, dialled or accepted, must map to one of them), nil
+// without one.
+func NewPeerTLS(l *Listener, values, setKey map[string]string, superUsers []string) (*PeerTLS, error) {
 	if l.tls == nil {
 		return nil, fmt.Errorf("listener %s (%s) has no TLS to protect raft traffic with", l.name, l.protocol)
 	}
@@ -60,7 +71,7 @@ func NewPeerTLS(l *Listener, values, setKey map[string]string) (*PeerTLS, error)
 		return nil, fmt.Errorf("the controller listener %s is %s: controllers present their key store's certificate to each other: set %s",
 			l.name, l.protocol, c.setKey["ssl.keystore.location"])
 	}
-	return &PeerTLS{l: l, client: cfg}, nil
+	return &PeerTLS{l: l, client: cfg, superUsers: superUsers}, nil
 }
 
 // ServerConfig is the tls.Config to accept every connection of the controller listener
@@ -96,18 +107,51 @@ func (p *PeerTLS) Dial(ctx context.Context, addr string) (net.Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("TLS handshake with controller %s: %w", addr, err)
 	}
+	// The accepted side is held to the same rule as the dialling one: no raft message goes
+	// to a controller that is not a super user either.
+	if err := p.superUser(tc.ConnectionState()); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("controller %s: %w", addr, err)
+	}
 	return tc, nil
 }
 
 // ErrNoPeerCertificate refuses a raft connection without a verified client certificate.
 var ErrNoPeerCertificate = errors.New("security: the raft peer presented no verified client certificate (controllers prove themselves with their key store's certificate)")
 
+// ErrPeerNotSuperUser refuses a raft connection whose certificate maps to a principal that
+// is not a super user, when an authorizer is configured.
+var ErrPeerNotSuperUser = errors.New("security: the raft peer's principal is not one of super.users (controllers must be super users when an authorizer is configured)")
+
 // VerifyPeer admits a raft connection accepted on a TLS controller listener, given its TLS
-// state: the handshake is done and the peer's client certificate was verified with the
-// trust store.
-func VerifyPeer(cs tls.ConnectionState) error {
+// state: the handshake is done, the peer's client certificate was verified with the trust
+// store, and with an authorizer its mapped principal is a super user.
+func (p *PeerTLS) VerifyPeer(cs tls.ConnectionState) error {
 	if !cs.HandshakeComplete || len(cs.VerifiedChains) == 0 {
 		return ErrNoPeerCertificate
 	}
-	return nil
+	return p.superUser(cs)
+}
+
+// superUser checks a peer's certificate against superUsers (nil: any).
+func (p *PeerTLS) superUser(cs tls.ConnectionState) error {
+	if p.superUsers == nil {
+		return nil
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return ErrNoPeerCertificate
+	}
+	// The listener's mapping rules, whatever ssl.client.auth says of the Kafka protocol's
+	// principals: raft peers always present their certificate.
+	name, ok := p.l.tls.mapper.Name(DistinguishedName(cs.PeerCertificates[0]))
+	if !ok {
+		return fmt.Errorf("%w: no ssl.principal.mapping.rules rule maps %q", ErrPeerNotSuperUser, DistinguishedName(cs.PeerCertificates[0]))
+	}
+	pr := authz.User(name).String()
+	for _, su := range p.superUsers {
+		if su == pr {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrPeerNotSuperUser, pr)
 }
