@@ -134,12 +134,8 @@ func (b *Broker) scramCredentials() security.ScramCredentials { return imageScra
 type imageScram struct{ meta *metadata.Publisher }
 
 func (s imageScram) ScramCredential(user, mechanism string) (security.ScramCredential, bool) {
-	m := state.ScramSHA256
-	switch mechanism {
-	case security.ScramSHA256:
-	case security.ScramSHA512:
-		m = state.ScramSHA512
-	default:
+	m, ok := state.ScramMechanism(mechanism)
+	if !ok {
 		return security.ScramCredential{}, false
 	}
 	c, ok := s.meta.Image().ScramCredential(user, m)
@@ -158,12 +154,8 @@ type quorumScram struct{ b *Broker }
 const quorumScramTimeout = 2 * time.Second
 
 func (s quorumScram) ScramCredential(user, mechanism string) (security.ScramCredential, bool) {
-	m := state.ScramSHA256
-	switch mechanism {
-	case security.ScramSHA256:
-	case security.ScramSHA512:
-		m = state.ScramSHA512
-	default:
+	m, ok := state.ScramMechanism(mechanism)
+	if !ok {
 		return security.ScramCredential{}, false
 	}
 	node := s.b.quorum

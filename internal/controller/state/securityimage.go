@@ -32,6 +32,18 @@ func ScramMechanismName(m int8) string {
 	return ""
 }
 
+// ScramMechanism is the mechanism of a SASL name ("SCRAM-SHA-256"); ok false if it is not a
+// SCRAM mechanism.
+func ScramMechanism(name string) (m int8, ok bool) {
+	switch name {
+	case "SCRAM-SHA-256":
+		return ScramSHA256, true
+	case "SCRAM-SHA-512":
+		return ScramSHA512, true
+	}
+	return 0, false
+}
+
 // ScramKey names one credential: a user may have one per mechanism.
 type ScramKey struct {
 	User      string
