@@ -1,0 +1,166 @@
+package security_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/gregor-project/gregor/internal/testutil"
+)
+
+// kerberosBroker is a broker whose SASL_PLAINTEXT listener serves GSSAPI as the principal
+// kafka/localhost of a KDC the test runs, with the KDC's realm and keytabs.
+type kerberosBroker struct {
+	kdc  *kdc
+	b    *testutil.Broker
+	addr string // localhost:<port>: the host the broker's principal names
+}
+
+// gssapiJAAS is the broker's Kerberos JAAS line, as Kafka's documentation writes it.
+func gssapiJAAS(keytab, principal string) string {
+	return fmt.Sprintf(`com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="%s" principal="%s";`, keytab, principal)
+}
+
+// startKerberosBroker starts a KDC with principals kafka/localhost, client, intruder and
+// kafka/otherhost, and a broker serving GSSAPI with the rules given (only client, and the
+// brokers, are mapped: intruder authenticates to the KDC but is no one to the broker).
+func startKerberosBroker(t *testing.T, sets ...string) *kerberosBroker {
+	k := startKDC(t)
+	brokerKT := k.principal("kafka/localhost")
+	k.principal("client")
+	k.principal("intruder")
+	k.principal("kafka/otherhost")
+	t.Setenv("KRB5_CONFIG", k.krb5)
+	b := testutil.StartBroker(t, append([]string{
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://localhost:0",
+		"sasl.enabled.mechanisms=GSSAPI",
+		"sasl.kerberos.service.name=kafka",
+		// The authorizer is the witness of the principal: only User:client may do anything.
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users=User:client;User:ANONYMOUS",
+		`sasl.kerberos.principal.to.local.rules=RULE:[1:$1@$0](client@GREGOR\.TEST)s/@.*//,RULE:[2:$1@$0](kafka@GREGOR\.TEST)s/@.*//`,
+		"listener.name.sasl_plaintext.gssapi.sasl.jaas.config=" + gssapiJAAS(brokerKT, "kafka/localhost@"+testRealm),
+	}, sets...)...)
+	_, port, _ := net.SplitHostPort(addrOf(t, b, "SASL_PLAINTEXT"))
+	return &kerberosBroker{kdc: k, b: b, addr: net.JoinHostPort("localhost", port)}
+}
+
+// saramaGSSAPI is sarama's configuration for user (its keytab from the KDC's directory)
+// logging in with a keytab; spn, when set, is the service principal it asks a ticket for.
+func (kb *kerberosBroker) saramaGSSAPI(user string, handshake int16, spn string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V2_8_0_0
+	c.ClientID = "gssapi-test"
+	c.Net.DialTimeout = 5 * time.Second
+	c.Net.ReadTimeout = 10 * time.Second
+	c.Metadata.Retry.Max = 0
+	c.Net.SASL.Enable = true
+	c.Net.SASL.Mechanism = sarama.SASLTypeGSSAPI
+	c.Net.SASL.Version = handshake
+	if handshake == sarama.SASLHandshakeV0 {
+		c.ApiVersionsRequest = false
+	}
+	c.Net.SASL.GSSAPI = sarama.GSSAPIConfig{
+		AuthType:           sarama.KRB5_KEYTAB_AUTH,
+		KeyTabPath:         filepath.Join(kb.kdc.dir, user+".keytab"),
+		KerberosConfigPath: kb.kdc.krb5,
+		ServiceName:        "kafka",
+		Username:           user,
+		Realm:              testRealm,
+		DisablePAFXFAST:    true,
+	}
+	if spn != "" {
+		c.Net.SASL.GSSAPI.BuildSpn = func(string, string) string { return spn }
+	}
+	c.Producer.Return.Successes = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	return c
+}
+
+// connect opens one sarama connection and waits for its SASL exchange.
+func connect(t *testing.T, addr string, c *sarama.Config) error {
+	t.Helper()
+	br := sarama.NewBroker(addr)
+	if err := br.Open(c); err != nil {
+		return err
+	}
+	defer br.Close()
+	_, err := br.Connected()
+	if err != nil {
+		return err
+	}
+	_, err = br.GetMetadata(&sarama.MetadataRequest{Version: 1})
+	return err
+}
+
+// SASL_PLAINTEXT with GSSAPI against a real KDC: sarama logs in with its keytab, produces and
+// consumes (SaslHandshake v1, then v0 with bare tokens) as User:client (the rules' short
+// name: the authorizer lets no other principal of the listener do anything); a principal the rules do not map, and a ticket for another
+// service, are SASL_AUTHENTICATION_FAILED.
+func TestGSSAPISarama(t *testing.T) {
+	kb := startKerberosBroker(t)
+
+	c := kb.saramaGSSAPI("client", sarama.SASLHandshakeV1, "")
+	admin, err := sarama.NewClusterAdmin([]string{kb.addr}, c)
+	if err != nil {
+		t.Fatalf("cluster admin as client: %v", err)
+	}
+	defer admin.Close()
+	if err := admin.CreateTopic("krb", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	p, err := sarama.NewSyncProducer([]string{kb.addr}, c)
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	for i := range 3 {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "krb", Value: sarama.StringEncoder(fmt.Sprint("m", i))}); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	p.Close()
+
+	v0 := kb.saramaGSSAPI("client", sarama.SASLHandshakeV0, "")
+	v0.Version = sarama.V0_11_0_0
+	cons, err := sarama.NewConsumer([]string{kb.addr}, v0)
+	if err != nil {
+		t.Fatalf("consumer (SaslHandshake v0): %v", err)
+	}
+	defer cons.Close()
+	pc, err := cons.ConsumePartition("krb", 0, sarama.OffsetOldest)
+	if err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	defer pc.Close()
+	for i := range 3 {
+		select {
+		case m := <-pc.Messages():
+			if got, want := string(m.Value), fmt.Sprint("m", i); got != want {
+				t.Fatalf("record %d: %q, want %q", i, got, want)
+			}
+		case err := <-pc.Errors():
+			t.Fatalf("consume: %v", err)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("consumed %d of 3", i)
+		}
+	}
+
+	for name, cfg := range map[string]*sarama.Config{
+		"principal no rule maps":     kb.saramaGSSAPI("intruder", sarama.SASLHandshakeV1, ""),
+		"ticket for another service": kb.saramaGSSAPI("client", sarama.SASLHandshakeV1, "kafka/otherhost"),
+	} {
+		err := connect(t, kb.addr, cfg)
+		if !errors.Is(err, sarama.ErrSASLAuthenticationFailed) {
+			t.Errorf("%s: %v, want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+	if err := connect(t, kb.addr, kb.saramaGSSAPI("client", sarama.SASLHandshakeV1, "")); err != nil {
+		t.Errorf("client after the failures: %v", err)
+	}
+}
