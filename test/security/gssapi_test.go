@@ -1,10 +1,13 @@
 package security_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +165,48 @@ func TestGSSAPISarama(t *testing.T) {
 	}
 	if err := connect(t, kb.addr, kb.saramaGSSAPI("client", sarama.SASLHandshakeV1, "")); err != nil {
 		t.Errorf("client after the failures: %v", err)
+	}
+}
+
+// kcat runs Debian's kcat (librdkafka with Cyrus SASL's GSSAPI module) as Kerberos user
+// user, with its keytab and a credential cache of its own; librdkafka runs kinit itself.
+func (kb *kerberosBroker) kcat(t *testing.T, user, stdin string, args ...string) (string, error) {
+	t.Helper()
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found: install Debian's kcat and libsasl2-modules-gssapi-mit (scripts/test does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	all := append([]string{"-b", kb.addr,
+		"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=GSSAPI",
+		"-X", "sasl.kerberos.service.name=kafka",
+		"-X", "sasl.kerberos.keytab=" + filepath.Join(kb.kdc.dir, user+".keytab"),
+		"-X", "sasl.kerberos.principal=" + user + "@" + testRealm,
+	}, args...)
+	cmd := exec.CommandContext(ctx, path, all...)
+	cmd.Env = append(kb.kdc.env(), "KRB5CCNAME=FILE:"+filepath.Join(kb.kdc.dir, user+".ccache"))
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// kcat (librdkafka over Cyrus SASL and MIT's GSSAPI, which asks for mutual authentication:
+// the AP-REP step) produces and consumes as client, and intruder is refused.
+func TestGSSAPIKcat(t *testing.T) {
+	kb := startKerberosBroker(t)
+	if out, err := kb.kcat(t, "client", "one\ntwo\nthree\n", "-P", "-t", "krb-kcat"); err != nil {
+		t.Fatalf("kcat produce: %v\n%s", err, out)
+	}
+	out, err := kb.kcat(t, "client", "", "-C", "-t", "krb-kcat", "-o", "beginning", "-e", "-q")
+	if err != nil {
+		t.Fatalf("kcat consume: %v\n%s", err, out)
+	}
+	if got := strings.Fields(out); strings.Join(got, ",") != "one,two,three" {
+		t.Fatalf("kcat consumed %q, want one, two, three", out)
+	}
+	out, err = kb.kcat(t, "intruder", "", "-L", "-m", "5")
+	if err == nil || !strings.Contains(out, "SASL authentication error") && !strings.Contains(out, "Authentication failed") {
+		t.Fatalf("intruder listed metadata (%v):\n%s", err, out)
 	}
 }
