@@ -19,6 +19,8 @@ type Client struct {
 	Mechanism string      // "": no SASL
 	Username  string
 	Password  string
+	// Kerberos is GSSAPI's login: the broker's principal and keytab, its service name.
+	Kerberos *kerberosLogin
 }
 
 // NewInterBrokerClient builds the client side of a listener for the broker's own
@@ -45,17 +47,28 @@ func NewInterBrokerClient(protocol string, values, setKey map[string]string, mec
 		m := values[mechanismKey]
 		jaasKey := strings.ToLower(m) + ".sasl.jaas.config"
 		text, ok := values[jaasKey]
+		if !ok && m == GSSAPI {
+			return nil, fmt.Errorf("%s is GSSAPI but the inter-broker listener has no %s with the broker's principal and keytab", mechanismKey, jaasKey)
+		}
 		if !ok {
 			return nil, fmt.Errorf("%s is %s but the inter-broker listener has no %s with the broker's username and password", mechanismKey, m, jaasKey)
 		}
 		switch m {
-		case Plain, ScramSHA256, ScramSHA512:
+		case GSSAPI, Plain, ScramSHA256, ScramSHA512:
 		default:
-			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", mechanismKey, m)
+			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", mechanismKey, m)
 		}
 		j, err := ParseJAAS(text)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", jaasKey, err)
+		}
+		if m == GSSAPI {
+			k, err := parseKerberosLogin(j, values["sasl.kerberos.service.name"], Krb5ConfigPath())
+			if err != nil {
+				return nil, fmt.Errorf("%s is GSSAPI: %s, %s: %w", mechanismKey, jaasKey, setKey["sasl.kerberos.service.name"], err)
+			}
+			c.Mechanism, c.Kerberos = m, k
+			return c, nil
 		}
 		c.Mechanism, c.Username, c.Password = m, j.Options["username"], j.Options["password"]
 		if c.Username == "" {
@@ -86,8 +99,9 @@ func (c *Client) Wrap(ctx context.Context, nc net.Conn, host string) (net.Conn, 
 type RoundTrip func(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 
 // Authenticate runs the SASL exchange (SaslHandshake v1, then SaslAuthenticate v1 tokens)
-// when the client has a mechanism.
-func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) error {
+// when the client has a mechanism; host is the server's host as dialled (GSSAPI asks a
+// ticket for <service name>/<host>).
+func (c *Client) Authenticate(ctx context.Context, host string, rt RoundTrip) error {
 	if c == nil || c.Mechanism == "" {
 		return nil
 	}
@@ -113,9 +127,16 @@ func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) error {
 			if resp.ErrorMessage != nil {
 				msg = ": " + *resp.ErrorMessage
 			}
-			return nil, fmt.Errorf("SASL %s authentication as %s: %w%s", c.Mechanism, c.Username, e, msg)
+			who := c.Username
+			if c.Kerberos != nil {
+				who = c.Kerberos.principal.PrincipalNameString() + "@" + c.Kerberos.realm
+			}
+			return nil, fmt.Errorf("SASL %s authentication as %s: %w%s", c.Mechanism, who, e, msg)
 		}
 		return resp.SASLAuthBytes, nil
+	}
+	if c.Mechanism == GSSAPI {
+		return c.authenticateGSSAPI(host, step)
 	}
 	if c.Mechanism == Plain {
 		_, err := step([]byte("\x00" + c.Username + "\x00" + c.Password))

@@ -75,7 +75,7 @@ func DialSecure(ctx context.Context, addr, clientID string, sec *security.Client
 		return nil, err
 	}
 	c := newConn(nc, clientID)
-	if err := sec.Authenticate(ctx, c.Request); err != nil {
+	if err := sec.Authenticate(ctx, host, c.Request); err != nil {
 		c.Close()
 		return nil, err
 	}

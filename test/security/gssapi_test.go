@@ -12,8 +12,12 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/testutil"
+	"github.com/gregor-project/gregor/internal/wire"
 )
 
 // kerberosBroker is a broker whose SASL_PLAINTEXT listener serves GSSAPI as the principal
@@ -43,9 +47,10 @@ func startKerberosBroker(t *testing.T, sets ...string) *kerberosBroker {
 		"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://localhost:0",
 		"sasl.enabled.mechanisms=GSSAPI",
 		"sasl.kerberos.service.name=kafka",
-		// The authorizer is the witness of the principal: only User:client may do anything.
+		// The authorizer is the witness of the principal: only User:client and the brokers
+		// (User:kafka) may do anything.
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users=User:client;User:ANONYMOUS",
+		"super.users=User:client;User:kafka;User:ANONYMOUS",
 		`sasl.kerberos.principal.to.local.rules=RULE:[1:$1@$0](client@GREGOR\.TEST)s/@.*//,RULE:[2:$1@$0](kafka@GREGOR\.TEST)s/@.*//`,
 		"listener.name.sasl_plaintext.gssapi.sasl.jaas.config=" + gssapiJAAS(brokerKT, "kafka/localhost@"+testRealm),
 	}, sets...)...)
@@ -208,5 +213,47 @@ func TestGSSAPIKcat(t *testing.T) {
 	out, err = kb.kcat(t, "intruder", "", "-L", "-m", "5")
 	if err == nil || !strings.Contains(out, "SASL authentication error") && !strings.Contains(out, "Authentication failed") {
 		t.Fatalf("intruder listed metadata (%v):\n%s", err, out)
+	}
+}
+
+// The broker's own side (sasl.mechanism.inter.broker.protocol=GSSAPI): it logs in with its
+// keytab, asks a ticket for kafka/<host dialled>, verifies the AP-REP (mutual
+// authentication) and is User:kafka to the other broker, a super user allowed CreateTopics.
+func TestGSSAPIInterBrokerClient(t *testing.T) {
+	kb := startKerberosBroker(t)
+	values := map[string]string{
+		"sasl.mechanism.inter.broker.protocol": "GSSAPI",
+		"sasl.kerberos.service.name":           "kafka",
+		"gssapi.sasl.jaas.config":              gssapiJAAS(filepath.Join(kb.kdc.dir, "kafka_localhost.keytab"), "kafka/localhost@"+testRealm),
+	}
+	c, err := security.NewInterBrokerClient(security.ProtocolSASLPlaintext, values, nil, "sasl.mechanism.inter.broker.protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	conn, err := wire.DialSecure(ctx, kb.addr, "broker-1", c)
+	if err != nil {
+		t.Fatalf("inter-broker GSSAPI: %v", err)
+	}
+	defer conn.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "from-broker", 1, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := conn.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("CreateTopics as the broker: %v, want User:kafka allowed", kerr.ErrorForCode(code))
+	}
+
+	values["sasl.kerberos.service.name"] = "nokafka"
+	c, err = security.NewInterBrokerClient(security.ProtocolSASLPlaintext, values, nil, "sasl.mechanism.inter.broker.protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.DialSecure(ctx, kb.addr, "broker-1", c); err == nil || !strings.Contains(err.Error(), "nokafka/localhost") {
+		t.Fatalf("a service the KDC does not know: %v", err)
 	}
 }
