@@ -127,16 +127,16 @@ func parseKerberosLogin(j JAAS, serviceName, krb5Path string) (*kerberosLogin, e
 	case serviceName == "":
 		return nil, errors.New("no serviceName defined in either the JAAS line or sasl.kerberos.service.name (it is required with GSSAPI, e.g. kafka)")
 	}
+	kt, err := keytab.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("keyTab %s: %w", path, err)
+	}
 	kc, err := krb5config.Load(krb5Path)
 	if err != nil {
 		var ud krb5config.UnsupportedDirective
 		if !errors.As(err, &ud) {
 			return nil, fmt.Errorf("Kerberos configuration %s (KRB5_CONFIG): %w", krb5Path, err)
 		}
-	}
-	kt, err := keytab.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("keyTab %s: %w", path, err)
 	}
 	name, realm, _ := strings.Cut(princ, "@")
 	if realm == "" {

@@ -108,14 +108,18 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 		sets []string
 		want string
 	}{
-		"SSL without a key store":   {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}, "ssl.keystore.location"},
-		"unreadable key store":      {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", "ssl.keystore.location=/nonexistent/ks.p12"}, "ssl.keystore.location"},
-		"wrong key store password":  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", "ssl.keystore.location=" + ca.KeyPKCS12("x", ca.Issue("x"), "right"), "ssl.keystore.password=wrong"}, "ssl.keystore.password"},
-		"client auth without trust": {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth=required"}, sslSets(ca, "")...), "ssl.truststore.location"},
-		"GSSAPI (Kafka's default)":  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"},
-		"PLAIN without JAAS":        {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
-		"bad cipher suite":          {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.cipher.suites=TLS_NOT_A_SUITE"}, sslSets(ca, "")...), "ssl.cipher.suites"},
-		"secured controller":        {[]string{"process.roles=broker,controller", "controller.listener.names=CONTROLLER", "node.id=1", "controller.quorum.voters=1@127.0.0.1:1", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "listener.security.protocol.map"},
+		"SSL without a key store":               {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}, "ssl.keystore.location"},
+		"unreadable key store":                  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", "ssl.keystore.location=/nonexistent/ks.p12"}, "ssl.keystore.location"},
+		"wrong key store password":              {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", "ssl.keystore.location=" + ca.KeyPKCS12("x", ca.Issue("x"), "right"), "ssl.keystore.password=wrong"}, "ssl.keystore.password"},
+		"client auth without trust":             {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth=required"}, sslSets(ca, "")...), "ssl.truststore.location"},
+		"GSSAPI (Kafka's default) without JAAS": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}, "listener.name.sasl_plaintext.gssapi.sasl.jaas.config"},
+		"GSSAPI without a service name": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+			`listener.name.sasl_plaintext.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/nonexistent/kafka.keytab" principal="kafka/localhost@GREGOR.TEST";`}, "sasl.kerberos.service.name"},
+		"GSSAPI without a keytab": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.kerberos.service.name=kafka",
+			`listener.name.sasl_plaintext.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/nonexistent/kafka.keytab" principal="kafka/localhost@GREGOR.TEST";`}, "/nonexistent/kafka.keytab"},
+		"PLAIN without JAAS": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
+		"bad cipher suite":   {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.cipher.suites=TLS_NOT_A_SUITE"}, sslSets(ca, "")...), "ssl.cipher.suites"},
+		"secured controller": {[]string{"process.roles=broker,controller", "controller.listener.names=CONTROLLER", "node.id=1", "controller.quorum.voters=1@127.0.0.1:1", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "listener.security.protocol.map"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := config.Load("", append([]string{"log.dirs=" + t.TempDir()}, tc.sets...))
