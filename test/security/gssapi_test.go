@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/security"
@@ -220,7 +222,8 @@ func TestGSSAPIKcat(t *testing.T) {
 // keytab, asks a ticket for kafka/<host dialled>, verifies the AP-REP (mutual
 // authentication) and is User:kafka to the other broker, a super user allowed CreateTopics.
 func TestGSSAPIInterBrokerClient(t *testing.T) {
-	kb := startKerberosBroker(t)
+	// The broker's own inter-broker client is built at start-up from the same keys.
+	kb := startKerberosBroker(t, "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol=GSSAPI")
 	values := map[string]string{
 		"sasl.mechanism.inter.broker.protocol": "GSSAPI",
 		"sasl.kerberos.service.name":           "kafka",
@@ -255,5 +258,42 @@ func TestGSSAPIInterBrokerClient(t *testing.T) {
 	}
 	if _, err := wire.DialSecure(ctx, kb.addr, "broker-1", c); err == nil || !strings.Contains(err.Error(), "nokafka/localhost") {
 		t.Fatalf("a service the KDC does not know: %v", err)
+	}
+}
+
+// Replication over GSSAPI: two broker processes whose INTERNAL listener serves only GSSAPI
+// (as kafka/127.0.0.1, the host the brokers dial) and use it towards each other. A topic
+// with two replicas and min.insync.replicas=2 takes acks=all writes only while the follower
+// fetches, so every acknowledged record crossed a Kerberos-authenticated connection.
+func TestGSSAPIReplication(t *testing.T) {
+	k := startKDC(t)
+	kt := k.principal("kafka/127.0.0.1")
+	t.Setenv("KRB5_CONFIG", k.krb5)
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 2, Sets: []string{
+		"listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.name.internal.sasl.enabled.mechanisms=GSSAPI",
+		"listener.name.internal.gssapi.sasl.jaas.config=" + gssapiJAAS(kt, "kafka/127.0.0.1@"+testRealm),
+		"sasl.kerberos.service.name=kafka",
+		"sasl.mechanism.inter.broker.protocol=GSSAPI",
+	}})
+	cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()))
+	ctx := ctxT(t)
+	adm := kadm.NewClient(cl)
+	minISR := "2"
+	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": &minISR}, "krb-replicated")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	for i := range 5 {
+		done := make(chan error, 1)
+		cl.Produce(ctx, &kgo.Record{Topic: "krb-replicated", Value: []byte{byte('a' + i)}}, func(_ *kgo.Record, err error) { done <- err })
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("acks=all produce %d: %v", i, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("acks=all produce %d not acknowledged in 20s: the follower does not replicate over GSSAPI", i)
+		}
 	}
 }

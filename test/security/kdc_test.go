@@ -95,6 +95,7 @@ func startKDC(t *testing.T) *kdc {
 	cmd.Env = k.env()
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("krb5kdc: %v", err)
 	}
