@@ -157,6 +157,8 @@ var kafkaDefaults = map[string]string{
 	"ssl.principal.mapping.rules":                                 "DEFAULT",
 	"ssl.endpoint.identification.algorithm":                       "https",
 	"sasl.enabled.mechanisms":                                     "GSSAPI",
+	"sasl.kerberos.service.name":                                  "",
+	"sasl.kerberos.principal.to.local.rules":                      "DEFAULT",
 	"sasl.mechanism.inter.broker.protocol":                        "GSSAPI",
 	"sasl.mechanism.controller.protocol":                          "GSSAPI",
 	"sasl.server.max.receive.size":                                "524288",

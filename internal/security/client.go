@@ -22,6 +22,8 @@ type Client struct {
 	Username  string      // for OAUTHBEARER, the token's principal
 	Password  string
 	login     *unsecuredLogin // OAUTHBEARER: the unsecured tokens it makes
+	// Kerberos is GSSAPI's login: the broker's principal and keytab, its service name.
+	Kerberos *kerberosLogin
 }
 
 // NewClient builds the client side of listener for the broker's own connections: its
@@ -54,14 +56,18 @@ func NewClient(listener, protocol string, values, setKey map[string]string, mech
 			jaasKey = k
 		}
 		switch m {
-		case Plain, ScramSHA256, ScramSHA512, OAuthBearer:
+		case GSSAPI, Plain, ScramSHA256, ScramSHA512, OAuthBearer:
 		default:
-			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)", setKey[mechanismKey], m)
+			return nil, fmt.Errorf("%s: mechanism %q is not served by Gregor yet (GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)", setKey[mechanismKey], m)
 		}
 		text, ok := values[strings.ToLower(m)+".sasl.jaas.config"]
 		if !ok {
-			return nil, fmt.Errorf("%s is %s but the listener %s has no %s with the broker's username and password", setKey[mechanismKey], m, listener,
-				"listener.name."+strings.ToLower(listener)+"."+strings.ToLower(m)+".sasl.jaas.config")
+			what := "username and password"
+			if m == GSSAPI {
+				what = "principal and keytab"
+			}
+			return nil, fmt.Errorf("%s is %s but the listener %s has no %s with the broker's %s", setKey[mechanismKey], m, listener,
+				"listener.name."+strings.ToLower(listener)+"."+strings.ToLower(m)+".sasl.jaas.config", what)
 		}
 		j, err := ParseJAAS(text)
 		if err != nil {
@@ -72,6 +78,14 @@ func NewClient(listener, protocol string, values, setKey map[string]string, mech
 				return nil, fmt.Errorf("%s: %w", setKey[jaasKey], err)
 			}
 			c.Mechanism, c.Username = m, c.login.principal
+			return c, nil
+		}
+		if m == GSSAPI {
+			k, err := parseKerberosLogin(j, values["sasl.kerberos.service.name"], Krb5ConfigPath())
+			if err != nil {
+				return nil, fmt.Errorf("%s is GSSAPI: %s, %s: %w", setKey[mechanismKey], jaasKey, setKey["sasl.kerberos.service.name"], err)
+			}
+			c.Mechanism, c.Kerberos = m, k
 			return c, nil
 		}
 		c.Mechanism, c.Username, c.Password = m, j.Options["username"], j.Options["password"]
@@ -105,19 +119,20 @@ type RoundTrip func(ctx context.Context, req kmsg.Request) (kmsg.Response, error
 // Authenticate runs the SASL exchange (SaslHandshake v1, then SaslAuthenticate v1 tokens)
 // when the client has a mechanism, and returns the session's lifetime as the server gave it
 // (KIP-368: 0 when the session does not expire). It serves a first authentication and a
-// re-authentication alike.
-func (c *Client) Authenticate(ctx context.Context, rt RoundTrip) (time.Duration, error) {
+// re-authentication alike. host is the server's host as dialled (GSSAPI asks a ticket for
+// <service name>/<host>).
+func (c *Client) Authenticate(ctx context.Context, host string, rt RoundTrip) (time.Duration, error) {
 	if c == nil || c.Mechanism == "" {
 		return 0, nil
 	}
 	var lifetime time.Duration
-	err := c.exchange(ctx, rt, &lifetime)
+	err := c.exchange(ctx, host, rt, &lifetime)
 	return lifetime, err
 }
 
 // exchange runs the handshake and the mechanism's tokens, recording the session lifetime of
 // the last SaslAuthenticate answer in lifetime.
-func (c *Client) exchange(ctx context.Context, rt RoundTrip, lifetime *time.Duration) error {
+func (c *Client) exchange(ctx context.Context, host string, rt RoundTrip, lifetime *time.Duration) error {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version, hs.Mechanism = 1, c.Mechanism
 	r, err := rt(ctx, hs)
@@ -140,10 +155,17 @@ func (c *Client) exchange(ctx context.Context, rt RoundTrip, lifetime *time.Dura
 			if resp.ErrorMessage != nil {
 				msg = ": " + *resp.ErrorMessage
 			}
-			return nil, fmt.Errorf("SASL %s authentication as %s: %w%s", c.Mechanism, c.Username, e, msg)
+			who := c.Username
+			if c.Kerberos != nil {
+				who = c.Kerberos.principal.PrincipalNameString() + "@" + c.Kerberos.realm
+			}
+			return nil, fmt.Errorf("SASL %s authentication as %s: %w%s", c.Mechanism, who, e, msg)
 		}
 		*lifetime = time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
 		return resp.SASLAuthBytes, nil
+	}
+	if c.Mechanism == GSSAPI {
+		return c.authenticateGSSAPI(host, step)
 	}
 	if c.Mechanism == Plain {
 		_, err := step([]byte("\x00" + c.Username + "\x00" + c.Password))

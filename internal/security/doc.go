@@ -13,7 +13,8 @@
 //     NewListener refuses, naming the key, anything it cannot serve as configured: an SSL
 //     or SASL_SSL listener without a readable key store, client authentication without a
 //     trust store, an unknown cipher suite or TLS version, a SASL mechanism Gregor does not
-//     serve (GSSAPI, Kafka's default), PLAIN or OAUTHBEARER without its JAAS line, a
+//     serve, PLAIN, OAUTHBEARER or GSSAPI without its JAAS line, GSSAPI without
+//     sasl.kerberos.service.name, an unreadable keytab or krb5.conf, a
 //     sasl.server.callback.handler.class Gregor does not serve, a JWKS that cannot be read.
 //     A listener never falls back to plaintext or to no authentication.
 //   - ServerTLS (tls.go, keystore.go) loads PEM, PKCS12 and JKS stores, and reloads them
@@ -27,7 +28,7 @@
 //   - Mechanisms (mechanism.go): PLAIN against the JAAS line's user_<name> options, and
 //     SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802) against the credentials
 //     AlterUserScramCredentials stored in the metadata log (a ScramCredentials, the broker's
-//     metadata image): salted, never the password itself; and OAUTHBEARER (RFC 7628,
+//     metadata image): salted, never the password itself; OAUTHBEARER (RFC 7628,
 //     KIP-255, KIP-768; oauth.go) with the validator Kafka's
 //     listener.name.<l>.oauthbearer.sasl.server.callback.handler.class chooses: unset, the
 //     unsecured one (alg none tokens, the JAAS line's unsecuredValidator* options, for
@@ -35,13 +36,23 @@
 //     read from a file or over https and re-read every
 //     sasl.oauthbearer.jwks.endpoint.refresh.ms (oauth_jwks.go). A token's exp ends its
 //     session (KIP-368: the earlier of exp and connections.max.reauth.ms).
+//     and GSSAPI (gssapi.go; Kerberos V5,
+//     RFC 4752 over RFC 4121) with the broker's principal and keytab from the listener's
+//     Krb5LoginModule JAAS line (useKeyTab=true storeKey=true keyTab="..." principal="..."),
+//     the realm and KDC from krb5.conf (KRB5_CONFIG, else /etc/krb5.conf): the client's
+//     AP-REQ is verified with the keytab, answered with an AP-REP when it asks for mutual
+//     authentication, then the wrapped security layer offer (no security layer, as Kafka)
+//     and the client's wrapped choice. A GSSAPI token sent without SaslHandshake (Kafka 0.9
+//     clients, sarama's handshake v0) starts GSSAPI on bare tokens, as Kafka's brokers
+//     accept it (Session.LegacyGSSAPI).
 //   - Client (client.go) is the other side, for the broker's own connections to other
 //     brokers on the inter-broker listener and to the controllers on the controller
 //     listener: TLS with the listener's trust store (and key store for mutual TLS), then
 //     SASL with sasl.mechanism.inter.broker.protocol (or sasl.mechanism.controller.protocol)
 //     and the username and password of that mechanism's JAAS line; for OAUTHBEARER, an
 //     unsecured token made from that line's unsecuredLogin* options, as Kafka's unsecured
-//     login does.
+//     login does; for GSSAPI (gssapi_client.go) the broker's keytab, a ticket for
+//     <sasl.kerberos.service.name>/<host dialled> and mutual authentication required.
 //   - PeerTLS (peer.go) secures the raft traffic between controllers on a TLS controller
 //     listener: mutual TLS with the listener's stores, no SASL (raft is not the Kafka
 //     protocol); a controller proves itself with its certificate.
@@ -50,7 +61,10 @@
 //
 // PLAINTEXT and SASL before authentication: User:ANONYMOUS. SSL: User:<mapped certificate
 // subject>, or User:ANONYMOUS without a client certificate. SASL_PLAINTEXT and SASL_SSL:
-// User:<the authenticated name>. A re-authentication must keep the principal and the
+// User:<the authenticated name>; for GSSAPI the client's Kerberos principal mapped by
+// sasl.kerberos.principal.to.local.rules (kerberosname.go; DEFAULT: its first component
+// when its realm is krb5.conf's default, so client@REALM is User:client; a principal no
+// rule maps fails authentication). A re-authentication must keep the principal and the
 // mechanism.
 //
 // # Failures

@@ -166,6 +166,12 @@ func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials, log *slo
 				return fmt.Errorf("listener %s: %s: %w", c.name, m, err)
 			}
 			l.mechanisms[m] = s
+		case GSSAPI:
+			g, err := c.gssapi(jaasKey)
+			if err != nil {
+				return err
+			}
+			l.mechanisms[m] = g
 		case OAuthBearer:
 			o, err := newOAuth(c, log)
 			if err != nil {
@@ -173,7 +179,7 @@ func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials, log *slo
 			}
 			l.mechanisms[m] = o
 		default:
-			return fmt.Errorf("listener %s (%s): %s: mechanism %q is not served by Gregor yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)", c.name, c.protocol, key, m)
+			return fmt.Errorf("listener %s (%s): %s: mechanism %q is not served by Gregor yet (GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER are)", c.name, c.protocol, key, m)
 		}
 		if m != OAuthBearer {
 			if h, ok := c.values[strings.ToLower(m)+".sasl.server.callback.handler.class"]; ok && h != "" {
@@ -182,6 +188,27 @@ func (l *Listener) setupSASL(c *listenerConfig, creds ScramCredentials, log *slo
 		}
 	}
 	return nil
+}
+
+// gssapi builds GSSAPI from the listener's JAAS line (jaasKey), sasl.kerberos.service.name,
+// sasl.kerberos.principal.to.local.rules and krb5.conf.
+func (c *listenerConfig) gssapi(jaasKey string) (*gssapiMechanism, error) {
+	text, ok := c.values["gssapi.sasl.jaas.config"]
+	if !ok {
+		return nil, fmt.Errorf("listener %s: GSSAPI is enabled (%s) but %s is not set: the broker's principal and keytab come from its %s line (useKeyTab=true storeKey=true keyTab=\"...\" principal=\"...\")", c.name, c.setKey["sasl.enabled.mechanisms"], jaasKey, krb5LoginModule)
+	}
+	j, err := ParseJAAS(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", jaasKey, err)
+	}
+	g, err := newGSSAPI(KerberosOptions{
+		JAAS: j, ServiceName: c.values["sasl.kerberos.service.name"],
+		Rules: splitComma(c.values["sasl.kerberos.principal.to.local.rules"]), ConfigPath: Krb5ConfigPath(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: GSSAPI (%s, %s): %w", c.name, jaasKey, c.setKey["sasl.kerberos.service.name"], err)
+	}
+	return g, nil
 }
 
 // Name is the listener's name.

@@ -578,14 +578,14 @@ func TestOAuthInterBrokerClient(t *testing.T) {
 		}
 	}
 	s, rt := serve("admin")
-	if _, err := c.Authenticate(context.Background(), rt); err != nil {
+	if _, err := c.Authenticate(context.Background(), "localhost", rt); err != nil {
 		t.Fatal(err)
 	}
 	if s.Principal().String() != "User:broker" {
 		t.Fatalf("principal %s", s.Principal())
 	}
 	_, rt = serve("superpowers")
-	if _, err := c.Authenticate(context.Background(), rt); !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "insufficient_scope") {
+	if _, err := c.Authenticate(context.Background(), "localhost", rt); !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "insufficient_scope") {
 		t.Fatalf("refused token: %v", err)
 	}
 

@@ -188,10 +188,34 @@ func (s *Session) Authenticate(req *kmsg.SASLAuthenticateRequest, now time.Time)
 	return resp
 }
 
-// RawToken takes a bare SASL token (after SaslHandshake v0) and returns the bare token to
-// send back; on failure the connection is closed (there is no error field to fill).
-func (s *Session) RawToken(in []byte, now time.Time) ([]byte, error) {
-	return s.step(in, now, false)
+// RawToken takes a bare SASL token (after SaslHandshake v0, or a GSSAPI client's first
+// frame, see LegacyGSSAPI) and returns the bare token to send back; send is false when there
+// is none to send: GSSAPI's last step, which the JDK's server answers with nothing and which
+// clients do not wait for. On failure the connection is closed (there is no error field to
+// fill).
+func (s *Session) RawToken(in []byte, now time.Time) (out []byte, send bool, err error) {
+	out, err = s.step(in, now, false)
+	if err != nil {
+		return nil, false, err
+	}
+	if q, ok := s.exch.(interface{ silentLast() bool }); ok && q.silentLast() && s.state == stateAuthenticated {
+		return nil, false, nil
+	}
+	return out, true, nil
+}
+
+// LegacyGSSAPI reports whether frame, the first of a connection that has not sent
+// SaslHandshake, is a bare GSSAPI token (a GSS-API initial context token starts with 0x60,
+// which no Kafka request header does), as Kafka 0.9's clients, and sarama with SaslHandshake
+// v0, send one without a handshake; if it is and GSSAPI is enabled, the session starts
+// GSSAPI on bare tokens, this frame the first (RawToken), as Kafka's brokers do.
+func (s *Session) LegacyGSSAPI(frame []byte) bool {
+	m, ok := s.l.mechanisms[GSSAPI]
+	if s.state != stateHandshake || !ok || len(frame) == 0 || frame[0] != 0x60 {
+		return false
+	}
+	s.mech, s.exch, s.reauth, s.state = m, m.start(), false, stateRaw
+	return true
 }
 
 // step runs one token of the exchange.

@@ -61,7 +61,7 @@ func (c *conn) serve(ctx context.Context) {
 			return
 		}
 		var keep bool
-		if c.sess != nil && c.sess.ExpectRaw() {
+		if c.sess != nil && (c.sess.ExpectRaw() || c.sess.LegacyGSSAPI(*bp)) {
 			keep = c.rawToken(ctx, *bp)
 		} else {
 			keep = c.handle(ctx, *bp)

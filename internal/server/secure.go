@@ -147,15 +147,18 @@ func (c *conn) delayFailure(ctx context.Context) bool {
 	return c.pause(ctx, c.srv.sec.FailedAuthenticationDelay())
 }
 
-// rawToken answers one bare SASL token after SaslHandshake v0: the answer is a bare token
-// too, size first. A failed token closes the connection after the failure delay.
+// rawToken answers one bare SASL token after SaslHandshake v0 (or a GSSAPI client's first
+// frame without a handshake): the answer is a bare token too, size first, when there is one. A failed token closes the connection after the failure delay.
 func (c *conn) rawToken(ctx context.Context, frame []byte) bool {
-	out, err := c.sess.RawToken(frame, time.Now())
+	out, send, err := c.sess.RawToken(frame, time.Now())
 	c.info.Principal = c.sess.Principal()
 	if err != nil {
 		c.log.Info("authentication failed", "listener", c.srv.name, "reason", err)
 		c.delayFailure(ctx)
 		return false
+	}
+	if !send {
+		return ctx.Err() == nil
 	}
 	b := binary.BigEndian.AppendUint32(c.out[:0], uint32(len(out)))
 	b = append(b, out...)

@@ -54,6 +54,7 @@ type Conn struct {
 	// renewMu keeps other requests from being sent between its frames: each send holds it
 	// shared, a re-authentication exclusively. Lock order: renewMu, then wmu, then mu.
 	sec     *security.Client
+	host    string // the host dialled, which GSSAPI's ticket names
 	renewMu sync.RWMutex
 	renewAt atomic.Int64 // UnixNano when the session must be renewed; 0: never
 }
@@ -90,8 +91,8 @@ func DialSecure(ctx context.Context, addr, clientID string, sec *security.Client
 		return nil, err
 	}
 	c := newConn(nc, clientID)
-	c.sec = sec
-	lifetime, err := sec.Authenticate(ctx, c.roundTrip)
+	c.sec, c.host = sec, host
+	lifetime, err := sec.Authenticate(ctx, host, c.roundTrip)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -117,7 +118,7 @@ func (c *Conn) renew(ctx context.Context) error {
 	if at == 0 || time.Now().UnixNano() < at {
 		return nil // renewed by another request meanwhile
 	}
-	lifetime, err := c.sec.Authenticate(ctx, c.roundTrip)
+	lifetime, err := c.sec.Authenticate(ctx, c.host, c.roundTrip)
 	if err != nil {
 		err = fmt.Errorf("wire: re-authenticating: %w", err)
 		c.fail(err)

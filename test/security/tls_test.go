@@ -113,7 +113,6 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 		"unreadable key store":      {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", "ssl.keystore.location=/nonexistent/ks.p12"}, "ssl.keystore.location"},
 		"wrong key store password":  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type=PKCS12", "ssl.keystore.location=" + ca.KeyPKCS12("x", ca.Issue("x"), "right"), "ssl.keystore.password=wrong"}, "ssl.keystore.password"},
 		"client auth without trust": {append([]string{"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth=required"}, sslSets(ca, "")...), "ssl.truststore.location"},
-		"GSSAPI (Kafka's default)":  {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"},
 		"PLAIN without JAAS":        {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=PLAIN"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config"},
 		"OAUTHBEARER handler class": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=OAUTHBEARER", "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=" + oauthJAAS, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=io.strimzi.kafka.oauth.server.JaasServerOauthValidatorCallbackHandler"}, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"},
 		"OAUTHBEARER JWKS unset":    {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=OAUTHBEARER", "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=" + oauthJAAS, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=" + jwksHandler}, "sasl.oauthbearer.jwks.endpoint.url"},
@@ -124,7 +123,12 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 		"SASL_SSL controller with GSSAPI": {controllerSets("SASL_SSL", append(sslSets(ca, "controller", "listener.name.controller.ssl.truststore.type=PEM", "listener.name.controller.ssl.truststore.location="+ca.TrustPEM(),
 			"listener.name.controller.sasl.enabled.mechanisms=PLAIN"), `listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="p" user_b="p";`)...), "sasl.mechanism.controller.protocol"},
 		// Raft cannot run SASL, and SASL_PLAINTEXT has no certificate to prove a controller.
-		"SASL_PLAINTEXT controller": {controllerSets("SASL_PLAINTEXT"), "listener.security.protocol.map"},
+		"SASL_PLAINTEXT controller":             {controllerSets("SASL_PLAINTEXT"), "listener.security.protocol.map"},
+		"GSSAPI (Kafka's default) without JAAS": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}, "listener.name.sasl_plaintext.gssapi.sasl.jaas.config"},
+		"GSSAPI without a service name": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+			`listener.name.sasl_plaintext.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/nonexistent/kafka.keytab" principal="kafka/localhost@GREGOR.TEST";`}, "sasl.kerberos.service.name"},
+		"GSSAPI without a keytab": {[]string{"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.kerberos.service.name=kafka",
+			`listener.name.sasl_plaintext.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/nonexistent/kafka.keytab" principal="kafka/localhost@GREGOR.TEST";`}, "/nonexistent/kafka.keytab"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := config.Load("", append([]string{"log.dirs=" + t.TempDir()}, tc.sets...))
