@@ -8,8 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/security"
@@ -24,13 +22,13 @@ import (
 //	ssl.truststore.type=PEM
 //	ssl.truststore.location=/etc/gregor/ca.pem
 //
-// Keys understood: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-// sasl.jaas.config (its username and password), the ssl.* trust store, key store (mutual TLS)
-// and protocol keys, and client.id. Any other key is refused by name rather than ignored.
+// Keys understood: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
+// OAUTHBEARER, GSSAPI), sasl.jaas.config, sasl.kerberos.service.name, the ssl.* trust store,
+// key store (mutual TLS) and protocol keys, and client.id. Any other key is refused by name rather than ignored.
 
 // commandConfigKeys are the client properties --command-config accepts.
 var commandConfigKeys = map[string]bool{
-	"security.protocol": true, "sasl.mechanism": true, "sasl.jaas.config": true, "client.id": true,
+	"security.protocol": true, "sasl.mechanism": true, "sasl.jaas.config": true, "sasl.kerberos.service.name": true, "client.id": true,
 	"ssl.truststore.type": true, "ssl.truststore.location": true, "ssl.truststore.password": true, "ssl.truststore.certificates": true,
 	"ssl.keystore.type": true, "ssl.keystore.location": true, "ssl.keystore.password": true, "ssl.key.password": true,
 	"ssl.keystore.key": true, "ssl.keystore.certificate.chain": true,
@@ -99,24 +97,28 @@ func clientSecurityOpts(props map[string]string, path string) ([]kgo.Opt, error)
 	return opts, nil
 }
 
-// saslMechanism builds the client's SASL mechanism from sasl.mechanism and sasl.jaas.config.
+// saslMechanism builds the client's SASL mechanism from sasl.mechanism, sasl.jaas.config and
+// (GSSAPI) sasl.kerberos.service.name, with the code the broker's own connections use
+// (internal/security's Client): PLAIN and SCRAM with the JAAS line's username and password,
+// OAUTHBEARER with Kafka's unsecured login options (unsecuredLoginStringClaim_sub, ...),
+// GSSAPI with a Krb5LoginModule keytab and principal (krb5.conf from KRB5_CONFIG).
 func saslMechanism(props map[string]string, path string) (sasl.Mechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
 	if mech == "" {
 		mech = security.GSSAPI // Kafka's client default
 	}
-	j, err := security.ParseJAAS(props["sasl.jaas.config"])
+	jaasKey := strings.ToLower(mech) + ".sasl.jaas.config"
+	values := map[string]string{"sasl.mechanism": mech}
+	setKey := map[string]string{"sasl.mechanism": "sasl.mechanism", jaasKey: "sasl.jaas.config", "sasl.kerberos.service.name": "sasl.kerberos.service.name"}
+	if v, ok := props["sasl.jaas.config"]; ok {
+		values[jaasKey] = v
+	}
+	if v, ok := props["sasl.kerberos.service.name"]; ok {
+		values["sasl.kerberos.service.name"] = v
+	}
+	c, err := security.NewClient("client", security.ProtocolSASLPlaintext, values, setKey, "sasl.mechanism")
 	if err != nil {
-		return nil, fmt.Errorf("--command-config %s: sasl.jaas.config: %w", path, err)
+		return nil, fmt.Errorf("--command-config %s: %w", path, err)
 	}
-	user, pass := j.Options["username"], j.Options["password"]
-	switch mech {
-	case security.Plain:
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case security.ScramSHA256:
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case security.ScramSHA512:
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	}
-	return nil, fmt.Errorf("--command-config %s: sasl.mechanism %s is not supported by the tools (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)", path, mech)
+	return c.FranzSASL(), nil
 }

@@ -164,6 +164,13 @@ func (c *Client) exchange(ctx context.Context, host string, rt RoundTrip, lifeti
 		*lifetime = time.Duration(resp.SessionLifetimeMillis) * time.Millisecond
 		return resp.SASLAuthBytes, nil
 	}
+	return c.tokens(host, step)
+}
+
+// tokens runs the mechanism's dialogue, whatever carries it: step sends one token and
+// returns the server's answer (SaslAuthenticate on the broker's connections; a franz-go
+// session in the tools, Mechanism).
+func (c *Client) tokens(host string, step func([]byte) ([]byte, error)) error {
 	if c.Mechanism == GSSAPI {
 		return c.authenticateGSSAPI(host, step)
 	}

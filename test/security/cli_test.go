@@ -88,3 +88,52 @@ func TestToolsWithCommandConfig(t *testing.T) {
 		t.Fatalf("an unknown client property: %v", err)
 	}
 }
+
+// writeProps writes a client properties file and returns its path.
+func writeProps(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "client.properties")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The tools log in with OAUTHBEARER (Kafka's unsecured login options) and with GSSAPI (a
+// keytab and principal), through the same code as the broker's own connections.
+func TestToolsWithOAuthBearerAndGSSAPI(t *testing.T) {
+	t.Run("OAUTHBEARER", func(t *testing.T) {
+		b := startSecure(t, []string{"SASL_PLAINTEXT"}, "sasl.enabled.mechanisms=OAUTHBEARER",
+			`listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope="kafka";`,
+			standardAuthorizer, "super.users=User:ANONYMOUS")
+		allowTopic(t, b, "User:alice", "oauth-tool")
+		addr := addrOf(t, b, "SASL_PLAINTEXT")
+		props := func(sub string) string {
+			return writeProps(t, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"+
+				`sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="`+sub+`" unsecuredLoginListClaim_scope=",kafka";`+"\n")
+		}
+		if _, err := gregor(t, "", "topic", "create", "oauth-tool", "-b", addr, "--command-config", props("alice")); err != nil {
+			t.Fatalf("alice creates her topic: %v", err)
+		}
+		if _, err := gregor(t, "", "topic", "create", "oauth-tool-2", "-b", addr, "--command-config", props("bob")); err == nil {
+			t.Fatal("bob, whom no ACL names, created a topic")
+		}
+	})
+	t.Run("GSSAPI", func(t *testing.T) {
+		kb := startKerberosBroker(t)
+		props := writeProps(t, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.kerberos.service.name=kafka\n"+
+			"sasl.jaas.config="+gssapiJAAS(filepath.Join(kb.kdc.dir, "client.keytab"), "client@"+testRealm)+"\n")
+		if _, err := gregor(t, "", "topic", "create", "gssapi-tool", "-b", kb.addr, "--command-config", props); err != nil {
+			t.Fatalf("client (a super user) creates a topic: %v", err)
+		}
+		out, err := gregor(t, "", "topic", "list", "-b", kb.addr, "--command-config", props)
+		if err != nil || !strings.Contains(out, "gssapi-tool") {
+			t.Fatalf("topic list: %q %v", out, err)
+		}
+		bad := writeProps(t, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.kerberos.service.name=kafka\n"+
+			"sasl.jaas.config="+gssapiJAAS(filepath.Join(kb.kdc.dir, "intruder.keytab"), "intruder@"+testRealm)+"\n")
+		if _, err := gregor(t, "", "topic", "list", "-b", kb.addr, "--command-config", bad); err == nil {
+			t.Fatal("a principal the broker does not map logged in")
+		}
+	})
+}
