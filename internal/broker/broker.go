@@ -67,6 +67,9 @@ type Broker struct {
 	conns    *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
 	addrs    []net.Addr
 	bound    map[string]net.Addr // broker listener name -> bound address
+	// listenerSec is each broker listener's security by name, set by bindListeners before
+	// any request is served and never changed after (its TLS stores change in place).
+	listenerSec map[string]*security.Listener
 
 	incarnation   [16]byte
 	epoch         atomic.Int64 // broker epoch of the current registration; -1 before the first (0 is an epoch)
@@ -229,6 +232,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.handler = &api.Handler{
 		Cfg: cfg, Meta: b.meta, Replicas: b.replicas, Logs: b.logs, Log: log, Now: time.Now,
 		NodeID: cfg.NodeID, ClusterID: b.clusterID, Rack: cfg.BrokerRack, Controller: b.ctrl,
+		Listeners: listenerStores{b},
 	}
 	if err := b.bindListeners(); err != nil {
 		return err
@@ -380,6 +384,7 @@ func (b *Broker) awaitUnfenced(ctx context.Context) error {
 // without serving yet: registration needs their ports.
 func (b *Broker) bindListeners() error {
 	b.bound = map[string]net.Addr{}
+	b.listenerSec = map[string]*security.Listener{}
 	limits := serverLimits(b.cfg) // one memory pool for all broker listeners
 	cl, err := connLimits(b.cfg)
 	if err != nil {
@@ -395,6 +400,7 @@ func (b *Broker) bindListeners() error {
 		if err != nil {
 			return err
 		}
+		b.listenerSec[l.Name] = sec
 		s := server.New(l.Name, b.handler, b.log)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)

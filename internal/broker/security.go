@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gregor-project/gregor/internal/config"
@@ -30,6 +31,58 @@ func (b *Broker) listenerSecurity(l config.Listener) (*security.Listener, error)
 		return nil, fmt.Errorf("listener %s: %w", l.Name, err)
 	}
 	return sec, nil
+}
+
+// listenerStores checks a change of the broker's dynamic listener store configs before it
+// is stored (api.ListenerStores).
+type listenerStores struct{ b *Broker }
+
+// CheckListenerStores checks that every listener whose stores next names differently can
+// serve them (Kafka's SslFactory.validateReconfiguration): the stores load, and the new
+// certificate keeps the subject and subject alternative names of the one in service
+// unless ssl.allow.dn.changes / ssl.allow.san.changes. A store key for a listener this
+// broker does not serve as a broker listener (the controller listener, or a name it has
+// no listener of) is refused: there is no store of it to change at runtime.
+func (s listenerStores) CheckListenerStores(next *config.Broker) error {
+	b := s.b
+	keyOf := map[string]string{} // listener -> one of its dynamic store keys, for errors
+	for k, v := range next.Dynamic() {
+		l, _, ok := config.DynamicListenerKey(k)
+		if !ok {
+			continue
+		}
+		if b.listenerSec[l] == nil {
+			return &config.Error{Key: k, Value: v, Err: config.ErrInvalidConfig,
+				Reason: fmt.Sprintf("%s is not a broker listener of broker %d: only a broker listener's stores can be updated dynamically", l, b.cfg.NodeID)}
+		}
+		if old, ok := keyOf[l]; !ok || k < old {
+			keyOf[l] = k
+		}
+	}
+	for name, sec := range b.listenerSec {
+		values, setKey := next.ListenerSecurity(name)
+		if err := sec.ReconfigureTLS(values, setKey, true); err != nil {
+			k := keyOf[name]
+			if k == "" {
+				k = "listener.name." + strings.ToLower(name) + ".ssl.keystore.location"
+			}
+			return &config.Error{Key: k, Value: next.Dynamic()[k], Err: config.ErrInvalidConfig, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+// reconfigureListenerStores gives each TLS listener the stores the live configuration
+// names, after a change of the dynamic configs (Kafka's SslFactory.reconfigure): new
+// connections are served with them. Stores that no longer load or pass the checks of
+// CheckListenerStores leave the ones in service serving, and are logged.
+func (b *Broker) reconfigureListenerStores() {
+	for name, sec := range b.listenerSec {
+		values, setKey := b.cfg.ListenerSecurity(name)
+		if err := sec.ReconfigureTLS(values, setKey, false); err != nil {
+			b.log.Error("listener stores not changed; the ones in service keep serving", "listener", name, "err", err)
+		}
+	}
 }
 
 // checkControllerSecurity refuses a controller listener whose protocol cannot protect both

@@ -225,6 +225,23 @@ func (l *Listener) TLS() *tls.Config {
 	return l.tls.Config()
 }
 
+// ReconfigureTLS replaces the listener's key and trust stores with the ones values names
+// (the listener's effective ssl.* values, as ListenerOptions.Values; setKey as
+// ListenerOptions.SetKey), checked as Kafka's SslFactory checks a dynamic update (see
+// tls.go); with validateOnly it only checks them. New connections get the new stores;
+// connections already open keep theirs. A listener without TLS has no stores to change:
+// nil. On error nothing changes.
+func (l *Listener) ReconfigureTLS(values, setKey map[string]string, validateOnly bool) error {
+	if l.tls == nil {
+		return nil
+	}
+	c := &listenerConfig{name: l.name, protocol: l.protocol, values: values, setKey: withDefaults(setKey, values)}
+	if err := l.tls.reconfigure(c, validateOnly); err != nil {
+		return fmt.Errorf("listener %s: %w", l.name, err)
+	}
+	return nil
+}
+
 // SASL reports whether connections must authenticate with SASL.
 func (l *Listener) SASL() bool {
 	return l.protocol == ProtocolSASLPlaintext || l.protocol == ProtocolSASLSSL
