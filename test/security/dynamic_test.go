@@ -1,0 +1,218 @@
+package security_test
+
+import (
+	"crypto/tls"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/testutil"
+)
+
+// Dynamic update of a listener's key store (KIP-226), over the wire as kafka-configs does
+// it: --entity-type brokers --entity-name 1 --alter --add-config
+// listener.name.ssl.ssl.keystore.location=...
+
+const dynKeystore = "listener.name.ssl.ssl.keystore.location"
+
+// handshakeWith dials addr with TLS trusting only ca; nil when the broker's certificate
+// chains to it.
+func handshakeWith(addr string, ca *testutil.CA) error {
+	c, err := tls.Dial("tcp", addr, tlsTo(ca))
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// alterBroker1 sets (value non-nil) or deletes key on broker 1 with IncrementalAlterConfigs
+// (validateOnly: validate_only) and returns the resource's error.
+func alterBroker1(t *testing.T, adm *kadm.Client, key string, value *string, validateOnly bool) error {
+	t.Helper()
+	op := kadm.SetConfig
+	if value == nil {
+		op = kadm.DeleteConfig
+	}
+	alter := adm.AlterBrokerConfigs
+	if validateOnly {
+		alter = adm.ValidateAlterBrokerConfigs
+	}
+	res, err := alter(ctxT(t), []kadm.AlterConfig{{Op: op, Name: key, Value: value}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 {
+		t.Fatalf("%d resources answered", len(res))
+	}
+	if res[0].Err != nil {
+		return errors.Join(res[0].Err, errors.New(res[0].ErrMessage))
+	}
+	return nil
+}
+
+// describedKeystore is broker 1's described keystore location of the SSL listener: its
+// value and source.
+func describedKeystore(t *testing.T, adm *kadm.Client) (string, kmsg.ConfigSource) {
+	t.Helper()
+	rcs, err := adm.DescribeBrokerConfigs(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("1", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe broker 1: %v %v", err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == dynKeystore {
+			return c.MaybeValue(), c.Source
+		}
+	}
+	t.Fatalf("%s not described", dynKeystore)
+	return "", 0
+}
+
+func wantInvalidConfig(t *testing.T, err error, what, says string) {
+	t.Helper()
+	if !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(err.Error(), says) {
+		t.Fatalf("%s: %v, want INVALID_CONFIG saying %q", what, err, says)
+	}
+}
+
+// A listener's key store is replaced through IncrementalAlterConfigs on the broker's own
+// resource: validate_only changes nothing, a certificate with another subject is refused and
+// changes nothing, the new store (same subject and SANs, a new key from another CA) serves
+// new connections, DescribeConfigs shows it as DYNAMIC_BROKER_CONFIG, it survives a restart
+// (it is in the metadata log), and deleting it returns to the static store.
+func TestSSLKeyStoreDynamicUpdate(t *testing.T) {
+	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
+	staticPath := oldCA.KeyPEM("broker", oldCA.Issue("broker"))
+	b := startSecure(t, []string{"SSL"}, "listener.name.ssl.ssl.keystore.type=PEM", dynKeystore+"="+staticPath)
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	addr := addrOf(t, b, "SSL")
+	if err := handshakeWith(addr, oldCA); err != nil {
+		t.Fatalf("before the update: %v", err)
+	}
+	kept := dialRaw(t, addr, tlsTo(oldCA)) // a connection open across the update keeps serving
+
+	newPath := newCA.KeyPEM("broker-rotated", newCA.Issue("broker"))
+	if err := alterBroker1(t, adm, dynKeystore, &newPath, true); err != nil {
+		t.Fatalf("validate_only: %v", err)
+	}
+	if v, src := describedKeystore(t, adm); v != staticPath || src != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("after validate_only the store is %s (source %v)", v, src)
+	}
+	if err := handshakeWith(addr, oldCA); err != nil {
+		t.Fatalf("validate_only changed the served certificate: %v", err)
+	}
+
+	otherDN := newCA.KeyPEM("broker-other", newCA.Issue("other-broker"))
+	wantInvalidConfig(t, alterBroker1(t, adm, dynKeystore, &otherDN, false), "a store with another subject", "DistinguishedName does not match")
+	wantInvalidConfig(t, alterBroker1(t, adm, dynKeystore, &otherDN, true), "validate_only of a store with another subject", "DistinguishedName does not match")
+	missing := newPath + ".missing"
+	wantInvalidConfig(t, alterBroker1(t, adm, dynKeystore, &missing, false), "a store that does not load", "no such file")
+	if v, src := describedKeystore(t, adm); v != staticPath || src != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("a refused store changed the config: %s (source %v)", v, src)
+	}
+
+	if err := alterBroker1(t, adm, dynKeystore, &newPath, false); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the new key store to be served", func() bool { return handshakeWith(addr, newCA) == nil })
+	if err := handshakeWith(addr, oldCA); err == nil {
+		t.Fatal("the old certificate is still served after the update")
+	}
+	if r := kept.request(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); r.ErrorCode != 0 {
+		t.Fatalf("the connection opened before the update: ApiVersions error %d", r.ErrorCode)
+	}
+	if v, src := describedKeystore(t, adm); v != newPath || src != kmsg.ConfigSourceDynamicBrokerConfig {
+		t.Fatalf("described as %s (source %v), want %s DYNAMIC_BROKER_CONFIG", v, src, newPath)
+	}
+
+	b = b.Restart()
+	adm = kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	addr = addrOf(t, b, "SSL")
+	// The broker replays its metadata log, dynamic configs included, before it serves a
+	// connection: the first one already gets the dynamic store.
+	if err := handshakeWith(addr, newCA); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	if err := handshakeWith(addr, oldCA); err == nil {
+		t.Fatal("after a restart the static certificate is served, not the dynamic one")
+	}
+
+	if err := alterBroker1(t, adm, dynKeystore, nil, false); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the static key store to be served again", func() bool { return handshakeWith(addr, oldCA) == nil })
+	if v, src := describedKeystore(t, adm); v != staticPath || src != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("after delete: %s (source %v)", v, src)
+	}
+}
+
+// What cannot change at runtime is refused with INVALID_CONFIG, saying why: a listener key
+// that is not a store's, a store password (Kafka keeps those encrypted with
+// password.encoder.secret), a store key without its listener prefix, and a store key on the
+// cluster-wide default resource. The legacy AlterConfigs checks the new store as
+// IncrementalAlterConfigs does.
+func TestSSLDynamicRefusals(t *testing.T) {
+	ca := testutil.NewCA(t)
+	b := startSecure(t, []string{"SSL"}, sslSets(ca, "ssl")...)
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	str := func(s string) *string { return &s }
+	for _, tc := range []struct{ key, value, says string }{
+		{"listener.name.ssl.ssl.client.auth", "required", "cannot be updated dynamically"},
+		{"listener.name.ssl.ssl.enabled.protocols", "TLSv1.3", "cannot be updated dynamically"},
+		{"listener.name.ssl.ssl.keystore.password", "secret", "password.encoder.secret"},
+		{"listener.name.ssl.ssl.key.password", "secret", "password.encoder.secret"},
+		{"listener.name.ssl.ssl.truststore.password", "secret", "password.encoder.secret"},
+		{"ssl.keystore.location", "/x.p12", "only per listener"},
+		{"listener.name.controller.ssl.keystore.location", ca.KeyPEM("c", ca.Issue("broker")), "not a broker listener"},
+	} {
+		wantInvalidConfig(t, alterBroker1(t, adm, tc.key, str(tc.value), false), tc.key, tc.says)
+	}
+	res, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: dynKeystore, Value: str(ca.KeyPEM("d", ca.Issue("broker")))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, errors.Join(res[0].Err, errors.New(res[0].ErrMessage)), "the cluster-wide default", "broker id must be specified")
+
+	other := ca.KeyPEM("other", ca.Issue("someone-else"))
+	res, err = adm.AlterBrokerConfigsState(ctxT(t), []kadm.AlterConfig{{Name: "listener.name.ssl.ssl.keystore.type", Value: str("PEM")}, {Name: dynKeystore, Value: &other}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, errors.Join(res[0].Err, errors.New(res[0].ErrMessage)), "AlterConfigs with another subject", "DistinguishedName does not match")
+	res, err = adm.AlterBrokerConfigsState(ctxT(t), []kadm.AlterConfig{{Name: "ssl.allow.dn.changes", Value: str("true")}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, errors.Join(res[0].Err, errors.New(res[0].ErrMessage)), "ssl.allow.dn.changes at runtime", "cannot be updated dynamically")
+}
+
+// With ssl.allow.dn.changes and ssl.allow.san.changes a store with another subject is
+// accepted, through the legacy AlterConfigs.
+func TestSSLDynamicAllowDNChanges(t *testing.T) {
+	ca := testutil.NewCA(t)
+	b := startSecure(t, []string{"SSL"}, sslSets(ca, "ssl", "ssl.allow.dn.changes=true", "ssl.allow.san.changes=true")...)
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	addr := addrOf(t, b, "SSL")
+	other := ca.KeyPEM("other", ca.Issue("someone-else"))
+	pem := "PEM"
+	res, err := adm.AlterBrokerConfigsState(ctxT(t), []kadm.AlterConfig{{Name: "listener.name.ssl.ssl.keystore.type", Value: &pem}, {Name: dynKeystore, Value: &other}}, 1)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("AlterConfigs: %v %v %s", err, res[0].Err, res[0].ErrMessage)
+	}
+	waitFor(t, 10*time.Second, "the new subject to be served", func() bool {
+		c, err := tls.Dial("tcp", addr, tlsTo(ca))
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName == "someone-else"
+	})
+}
