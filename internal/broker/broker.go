@@ -62,7 +62,12 @@ type Broker struct {
 	handler  *api.Handler
 	cleaner  atomic.Pointer[storage.LogCleaner] // the log cleaner, once started (nil: disabled)
 	peers    *peers                             // connections to the other brokers (txn.go)
-	interSec *security.Client                   // how connections to other brokers are secured (security.go)
+	// interSec is how connections to other brokers are secured (security.go); replaced when
+	// the inter-broker listener's dynamic stores change (reconfigureListenerStores).
+	interSec atomic.Pointer[security.Client]
+	// interValues are the inter-broker listener's values interSec was built from; written
+	// at start and then by the metadata loop only.
+	interValues map[string]string
 	servers  []*server.Server
 	conns    *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
 	addrs    []net.Addr
@@ -237,9 +242,12 @@ func (b *Broker) start(startCtx context.Context) error {
 	if err := b.bindListeners(); err != nil {
 		return err
 	}
-	if b.interSec, err = b.interBrokerClient(); err != nil {
+	inter, err := b.interBrokerClient()
+	if err != nil {
 		return err
 	}
+	b.interSec.Store(inter)
+	b.interValues, _ = cfg.ListenerSecurity(cfg.InterBrokerListenerName)
 	b.replicas.SetReplication(replica.ReplicationOptions{
 		LocalID:        cfg.NodeID,
 		LagTimeMaxMs:   func() int64 { return cfg.Current().ReplicaLagTimeMaxMs },

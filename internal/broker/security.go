@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -25,7 +26,8 @@ func (b *Broker) listenerSecurity(l config.Listener) (*security.Listener, error)
 	values, setKey := b.cfg.ListenerSecurity(l.Name)
 	sec, err := security.NewListener(security.ListenerOptions{
 		Name: l.Name, Protocol: l.SecurityProtocol, Values: values, SetKey: setKey,
-		Scram: b.scramCredentials(), Logger: b.log,
+		InterBroker: l.Name == b.cfg.InterBrokerListenerName,
+		Scram:       b.scramCredentials(), Logger: b.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", l.Name, err)
@@ -76,6 +78,11 @@ func (s listenerStores) CheckListenerStores(next *config.Broker) error {
 // names, after a change of the dynamic configs (Kafka's SslFactory.reconfigure): new
 // connections are served with them. Stores that no longer load or pass the checks of
 // CheckListenerStores leave the ones in service serving, and are logged.
+//
+// The broker's own connections to other brokers speak the inter-broker listener as a client
+// with its stores (the trust store verifies the others, the key store is the certificate
+// shown to them): when they change, new connections use a client built from the new ones,
+// as Kafka reconfigures its inter-broker clients' channel builders.
 func (b *Broker) reconfigureListenerStores() {
 	for name, sec := range b.listenerSec {
 		values, setKey := b.cfg.ListenerSecurity(name)
@@ -83,6 +90,18 @@ func (b *Broker) reconfigureListenerStores() {
 			b.log.Error("listener stores not changed; the ones in service keep serving", "listener", name, "err", err)
 		}
 	}
+	values, _ := b.cfg.ListenerSecurity(b.cfg.InterBrokerListenerName)
+	if b.interValues == nil || maps.Equal(values, b.interValues) {
+		return
+	}
+	c, err := b.interBrokerClient()
+	if err != nil {
+		b.log.Error("inter-broker client not changed; connections to other brokers keep the stores in service", "listener", b.cfg.InterBrokerListenerName, "err", err)
+		return
+	}
+	b.interSec.Store(c)
+	b.interValues = values
+	b.log.Info("inter-broker client rebuilt with the listener's new stores", "listener", b.cfg.InterBrokerListenerName)
 }
 
 // checkControllerSecurity refuses a controller listener whose protocol cannot protect both
@@ -175,7 +194,7 @@ func (b *Broker) interBrokerClient() (*security.Client, error) {
 
 // dialBroker connects to another broker on the inter-broker listener.
 func (b *Broker) dialBroker(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
-	return wire.DialSecure(ctx, addr, clientID, b.interSec)
+	return wire.DialSecure(ctx, addr, clientID, b.interSec.Load())
 }
 
 // scramCredentials finds SCRAM credentials in the broker's metadata image, where

@@ -27,7 +27,11 @@ import (
 // and ssl.truststore.* configs). As Kafka's SslFactory does, the new stores must load, a
 // key store or trust store in service cannot be removed nor one added, and unless
 // ssl.allow.dn.changes / ssl.allow.san.changes the new certificate keeps the subject
-// distinguished name and subject alternative names of the one in service. New connections
+// distinguished name and subject alternative names of the one in service. On the
+// inter-broker listener, whose stores the brokers also use as clients towards each other,
+// the trust store in service must trust the new certificate and the new trust store the
+// certificate in service (Kafka's SslEngineValidator: a rolling update keeps brokers with
+// the old stores and brokers with the new ones talking). New connections
 // then get the new stores (a connection keeps the tls.Config it started with), and the
 // files watched are the new ones.
 
@@ -170,7 +174,7 @@ func (s *ServerTLS) Config() *tls.Config {
 // subject distinguished name and the subject alternative names of the one in service,
 // unless ssl.allow.dn.changes / ssl.allow.san.changes. On error nothing changes; the error
 // names the configuration key at fault.
-func (s *ServerTLS) reconfigure(c *listenerConfig, validateOnly bool) error {
+func (s *ServerTLS) reconfigure(c *listenerConfig, interBroker, validateOnly bool) error {
 	key, trust := c.keyStore(), c.trustStore()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,6 +195,11 @@ func (s *ServerTLS) reconfigure(c *listenerConfig, validateOnly bool) error {
 	}
 	if !sameStore(key, s.mu.key) {
 		if err := compatible(s.mu.cfg.Certificates[0], cfg.Certificates[0], c); err != nil {
+			return err
+		}
+	}
+	if interBroker {
+		if err := trustEachOther(s.mu.cfg, cfg, c); err != nil {
 			return err
 		}
 	}
@@ -241,6 +250,41 @@ func compatible(old, next tls.Certificate, c *listenerConfig) error {
 			return fmt.Errorf("%s: Keystore SubjectAltNames do not match: existing={%s}, new={%s}",
 				c.setKey["ssl.keystore.location"], strings.Join(oldNames, ", "), strings.Join(newNames, ", "))
 		}
+	}
+	return nil
+}
+
+// trustEachOther checks, for the inter-broker listener, that the trust store of old
+// verifies the certificate of next and the trust store of next the certificate of old (the
+// system's roots where a listener has no trust store, as the broker's client then uses
+// them). Host names are not checked: the stores, not the addresses, change.
+func trustEachOther(old, next *tls.Config, c *listenerConfig) error {
+	verify := func(pool *x509.CertPool, cert tls.Certificate) error {
+		leaf, err := leafOf(cert)
+		if err != nil {
+			return err
+		}
+		if pool == nil {
+			if pool, err = x509.SystemCertPool(); err != nil {
+				return err
+			}
+		}
+		opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool()}
+		for _, der := range cert.Certificate[1:] {
+			if ic, err := x509.ParseCertificate(der); err == nil {
+				opts.Intermediates.AddCert(ic)
+			}
+		}
+		_, err = leaf.Verify(opts)
+		return err
+	}
+	if err := verify(old.ClientCAs, next.Certificates[0]); err != nil {
+		return fmt.Errorf("%s: the inter-broker listener's trust store in service does not trust the new certificate, so brokers not yet updated could not connect to this one: %v",
+			c.setKey["ssl.keystore.location"], err)
+	}
+	if err := verify(next.ClientCAs, old.Certificates[0]); err != nil {
+		return fmt.Errorf("%s: the new trust store of the inter-broker listener does not trust the certificate in service, so this broker could not connect to brokers not yet updated: %v",
+			c.setKey["ssl.truststore.location"], err)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package security_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +89,8 @@ func wantInvalidConfig(t *testing.T, err error, what, says string) {
 // A listener's key store is replaced through IncrementalAlterConfigs on the broker's own
 // resource: validate_only changes nothing, a certificate with another subject is refused and
 // changes nothing, the new store (same subject and SANs, a new key from another CA) serves
-// new connections, DescribeConfigs shows it as DYNAMIC_BROKER_CONFIG, it survives a restart
+// new connections while open ones keep working, DescribeConfigs shows it as
+// DYNAMIC_BROKER_CONFIG, its file is the one watched for rotation, it survives a restart
 // (it is in the metadata log), and deleting it returns to the static store.
 func TestSSLKeyStoreDynamicUpdate(t *testing.T) {
 	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
@@ -132,6 +136,19 @@ func TestSSLKeyStoreDynamicUpdate(t *testing.T) {
 	if v, src := describedKeystore(t, adm); v != newPath || src != kmsg.ConfigSourceDynamicBrokerConfig {
 		t.Fatalf("described as %s (source %v), want %s DYNAMIC_BROKER_CONFIG", v, src, newPath)
 	}
+	// The file watched is now the new store: rewritten in place, it is reloaded.
+	again := newCA.Issue("broker")
+	if err := os.WriteFile(newPath, []byte(again.KeyPEM+again.CertPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the rewritten dynamic store to be reloaded", func() bool {
+		c, err := tls.Dial("tcp", addr, tlsTo(newCA))
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		return bytes.Equal(c.ConnectionState().PeerCertificates[0].Raw, again.Cert.Raw)
+	})
 
 	b = b.Restart()
 	adm = kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
@@ -215,4 +232,40 @@ func TestSSLDynamicAllowDNChanges(t *testing.T) {
 		defer c.Close()
 		return c.ConnectionState().PeerCertificates[0].Subject.CommonName == "someone-else"
 	})
+}
+
+// On the inter-broker listener, whose stores the brokers also use towards each other, a new
+// certificate must be trusted by the trust store in service and the certificate in service by
+// the new trust store. Moving to a new CA is then Kafka's rolling procedure: a key store
+// from the new CA alone is refused, and so is one together with a trust store of both CAs
+// (the trust store in service would not trust it); the trust store of both CAs first, then
+// the key store, are taken.
+func TestSSLDynamicInterBrokerTrust(t *testing.T) {
+	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
+	b := startSecure(t, []string{"SSL"}, append(sslSets(oldCA, "ssl"), "inter.broker.listener.name=SSL",
+		"listener.name.ssl.ssl.truststore.type=PEM", "listener.name.ssl.ssl.truststore.location="+oldCA.TrustPEM())...)
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	addr := addrOf(t, b, "SSL")
+	newPath := newCA.KeyPEM("broker-rotated", newCA.Issue("broker"))
+	wantInvalidConfig(t, alterBroker1(t, adm, dynKeystore, &newPath, false), "a key store the trust store in service does not trust", "does not trust the new certificate")
+
+	both := filepath.Join(t.TempDir(), "both-cas.pem")
+	if err := os.WriteFile(both, []byte(oldCA.PEM+newCA.PEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: dynKeystore, Value: &newPath},
+		{Op: kadm.SetConfig, Name: "listener.name.ssl.ssl.truststore.location", Value: &both},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, errors.Join(res[0].Err, errors.New(res[0].ErrMessage)), "key and trust store together", "does not trust the new certificate")
+	if err := alterBroker1(t, adm, "listener.name.ssl.ssl.truststore.location", &both, false); err != nil {
+		t.Fatalf("trust store of both CAs: %v", err)
+	}
+	if err := alterBroker1(t, adm, dynKeystore, &newPath, false); err != nil {
+		t.Fatalf("key store of the new CA, once both are trusted: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the new key store to be served", func() bool { return handshakeWith(addr, newCA) == nil })
 }
