@@ -269,3 +269,49 @@ func TestSSLDynamicInterBrokerTrust(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the new key store to be served", func() bool { return handshakeWith(addr, newCA) == nil })
 }
+
+// An inline PEM key store (ssl.keystore.key and ssl.keystore.certificate.chain) is replaced
+// by new inline values, described as sensitive; a location given besides them is refused,
+// as Kafka refuses two sources for one store.
+func TestSSLDynamicInlinePEM(t *testing.T) {
+	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
+	c := oldCA.Issue("broker")
+	const p = "listener.name.ssl."
+	b := startSecure(t, []string{"SSL"}, p+"ssl.keystore.type=PEM", p+"ssl.keystore.key="+c.KeyPEM, p+"ssl.keystore.certificate.chain="+c.CertPEM)
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	addr := addrOf(t, b, "SSL")
+
+	loc := newCA.KeyPEM("broker", newCA.Issue("broker"))
+	wantInvalidConfig(t, alterBroker1(t, adm, dynKeystore, &loc, false), "a location besides the inline store", "Both SSL key store location and separate private key")
+
+	n := newCA.Issue("broker")
+	res, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: p + "ssl.keystore.key", Value: &n.KeyPEM},
+		{Op: kadm.SetConfig, Name: p + "ssl.keystore.certificate.chain", Value: &n.CertPEM},
+	}, 1)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("inline update: %v %v %s", err, res[0].Err, res[0].ErrMessage)
+	}
+	waitFor(t, 10*time.Second, "the new inline key store to be served", func() bool { return handshakeWith(addr, newCA) == nil })
+
+	rcs, err := adm.DescribeBrokerConfigs(ctxT(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range rc.Configs {
+		if e.Key == p+"ssl.keystore.key" {
+			found = true
+			if !e.Sensitive || e.Value != nil || e.Source != kmsg.ConfigSourceDynamicBrokerConfig {
+				t.Fatalf("described as %+v", e)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the dynamic inline key is not described")
+	}
+}
