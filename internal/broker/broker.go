@@ -68,10 +68,10 @@ type Broker struct {
 	// interValues are the inter-broker listener's values interSec was built from; written
 	// at start and then by the metadata loop only.
 	interValues map[string]string
-	servers  []*server.Server
-	conns    *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
-	addrs    []net.Addr
-	bound    map[string]net.Addr // broker listener name -> bound address
+	servers     []*server.Server
+	conns       *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
+	addrs       []net.Addr
+	bound       map[string]net.Addr // broker listener name -> bound address
 	// listenerSec is each broker listener's security by name, set by bindListeners before
 	// any request is served and never changed after (its TLS stores change in place).
 	listenerSec map[string]*security.Listener
