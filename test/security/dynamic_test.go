@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/testutil"
@@ -313,5 +315,62 @@ func TestSSLDynamicInlinePEM(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the dynamic inline key is not described")
+	}
+}
+
+// Moving one broker of two to a new CA while they replicate over an SSL INTERNAL listener:
+// both brokers first trust both CAs, then broker 2 takes a key store of the new CA. Broker
+// 1's own connections to broker 2 verify it with the trust store it was given at runtime
+// (its inter-broker client is rebuilt), so a topic with two replicas and
+// min.insync.replicas=2 keeps taking acks=all writes on partitions either broker leads.
+func TestSSLDynamicRotationAcrossBrokers(t *testing.T) {
+	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
+	const p = "listener.name.internal."
+	node := func(id int32) []string {
+		return []string{p + "ssl.keystore.location=" + oldCA.KeyPEM(fmt.Sprintf("broker-%d", id), oldCA.Issue("broker"))}
+	}
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 2, Sets: []string{
+		"listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
+		p + "ssl.keystore.type=PEM", p + "ssl.truststore.type=PEM", p + "ssl.truststore.location=" + oldCA.TrustPEM(),
+	}, NodeSets: map[int32][]string{1: node(1), 2: node(2)}})
+	cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	ctx := ctxT(t)
+
+	both := filepath.Join(t.TempDir(), "both-cas.pem")
+	if err := os.WriteFile(both, []byte(oldCA.PEM+newCA.PEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(key, value string, brokers ...int32) {
+		t.Helper()
+		res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: key, Value: &value}}, brokers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("broker %s: %s: %v %s", r.Name, key, r.Err, r.ErrMessage)
+			}
+		}
+	}
+	alter(p+"ssl.truststore.location", both, 1, 2)
+	alter(p+"ssl.keystore.location", newCA.KeyPEM("broker-2-rotated", newCA.Issue("broker")), 2)
+
+	minISR := "2"
+	resp, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"min.insync.replicas": &minISR}, "rotated")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	for i := range 6 {
+		done := make(chan error, 1)
+		cl.Produce(ctx, &kgo.Record{Topic: "rotated", Partition: int32(i % 2), Value: []byte{byte('a' + i)}}, func(_ *kgo.Record, err error) { done <- err })
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("acks=all produce %d (partition %d): %v", i, i%2, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("acks=all produce %d (partition %d) not acknowledged in 20s: a follower does not replicate", i, i%2)
+		}
 	}
 }
