@@ -318,8 +318,9 @@ func TestSSLDynamicInlinePEM(t *testing.T) {
 	}
 }
 
-// Moving one broker of two to a new CA while they replicate over an SSL INTERNAL listener:
-// both brokers first trust both CAs, then broker 2 takes a key store of the new CA. Broker
+// Moving one broker of two to a new CA while they replicate over an SSL INTERNAL listener
+// (a broker's stores are changed through that broker only): both brokers first trust both
+// CAs, then broker 2 takes a key store of the new CA. Broker
 // 1's own connections to broker 2 verify it with the trust store it was given at runtime
 // (its inter-broker client is rebuilt), so a topic with two replicas and
 // min.insync.replicas=2 keeps taking acks=all writes on partitions either broker leads.
@@ -353,6 +354,22 @@ func TestSSLDynamicRotationAcrossBrokers(t *testing.T) {
 			}
 		}
 	}
+	// Only broker 2 can load and check its stores: the change sent to broker 1 is refused.
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "2"
+	rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	rc.Name, rc.Value = p+"ssl.truststore.location", &both
+	rr.Configs = append(rr.Configs, rc)
+	req.Resources = append(req.Resources, rr)
+	r, err := req.RequestWith(ctx, cl.Broker(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.Resources[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Fatalf("broker 2's stores changed through broker 1: error %d, want INVALID_REQUEST", code)
+	}
+
 	alter(p+"ssl.truststore.location", both, 1, 2)
 	alter(p+"ssl.keystore.location", newCA.KeyPEM("broker-2-rotated", newCA.Issue("broker")), 2)
 
