@@ -88,24 +88,24 @@ func (h *Handler) checkConfigs(im *metadata.Image, typ kmsg.ConfigResourceType, 
 // itself can load the stores and compare them with the ones it serves, so the change must
 // be sent to it (Kafka's check of the resource name), and its listeners must take them.
 func (h *Handler) checkListenerStores(name string, cur, next map[string]string) error {
-	changed := false
+	changed := "" // a changed store key, for errors
 	for _, m := range []map[string]string{cur, next} {
 		for k := range m {
 			was, inCur := cur[k]
 			is, inNext := next[k]
 			if config.PerBrokerOnly(k) && (was != is || inCur != inNext) {
-				changed = true
+				changed = k
 			}
 		}
 	}
-	if !changed {
+	if changed == "" {
 		return nil
 	}
 	if name != strconv.Itoa(int(h.NodeID)) {
 		return fmt.Errorf("%w: Unexpected broker id, expected %d, but received %s (a broker's listener stores are changed through that broker, which checks them)", errInvalidRequest, h.NodeID, name)
 	}
 	if h.Listeners == nil {
-		return &config.Error{Key: "listener.name", Reason: "this broker cannot check listener stores", Err: config.ErrInvalidConfig}
+		return &config.Error{Key: changed, Value: next[changed], Reason: "this broker cannot check listener stores", Err: config.ErrInvalidConfig}
 	}
 	cfg, err := h.Cfg.WithDynamic(next)
 	if err != nil {

@@ -149,7 +149,10 @@ func checkDynamic(key, value string, withValue bool) (string, error) {
 		return "", unknown(key, "broker configuration")
 	}
 	if !d.dynamic {
-		if contains(dynamicListenerKeys, key) || contains(dynamicPasswordKeys, key) {
+		switch {
+		case contains(dynamicPasswordKeys, key):
+			return "", invalid(key, value, dynamicPasswordReason)
+		case contains(dynamicListenerKeys, key):
 			return "", invalid(key, value, "security configs can be updated dynamically only per listener, as listener.name.<listener>."+key)
 		}
 		return "", invalid(key, value, "cannot be updated dynamically")

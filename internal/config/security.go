@@ -61,6 +61,9 @@ var dynamicListenerKeys = []string{
 // encoder and refuses them rather than keep a password in clear in the metadata log.
 var dynamicPasswordKeys = []string{"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
 
+// dynamicPasswordReason is why a store password is refused at runtime.
+const dynamicPasswordReason = "a store password cannot be updated dynamically here: Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Gregor does not implement (a store rotated with the same password needs no change of it; a new password is set statically)"
+
 // DynamicListenerKey reports whether k is a per-listener store key that may be set per
 // broker at runtime (listener.name.<listener>.ssl.keystore.location, ...), and its
 // listener (upper-cased) and plain key.
@@ -85,7 +88,7 @@ func checkDynamicListenerKey(k, value string, withValue bool) (string, error) {
 	_, key, _ := splitListenerKey(k)
 	switch {
 	case contains(dynamicPasswordKeys, key):
-		return "", invalid(k, value, "a store password cannot be updated dynamically here: Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Gregor does not implement (a store rotated with the same password needs no change of it; a new password is set statically)")
+		return "", invalid(k, value, dynamicPasswordReason)
 	case !contains(dynamicListenerKeys, key):
 		if _, known, err := normalizeListenerKey(k, value); known && err != nil && withValue {
 			return "", err

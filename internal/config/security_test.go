@@ -125,6 +125,7 @@ func TestDynamicListenerStores(t *testing.T) {
 		{"listener.name.ssl.ssl.client.auth", "required", "cannot be updated dynamically"},
 		{"listener.name.ssl.ssl.client.auth", "sometimes", "sometimes"},
 		{"ssl.keystore.location", "/new.p12", "only per listener"},
+		{"ssl.keystore.password", "secret", "password.encoder.secret"},
 	} {
 		err := b.SetDynamic(tc.key, tc.value)
 		var ce *Error
