@@ -63,7 +63,7 @@ func (s listenerStores) CheckListenerStores(next *config.Broker) error {
 	}
 	for name, sec := range b.listenerSec {
 		values, setKey := next.ListenerSecurity(name)
-		if err := sec.ReconfigureTLS(values, setKey, true); err != nil {
+		if err := sec.ReconfigureTLS(values, setKey, security.TLSValidate); err != nil {
 			k := keyOf[name]
 			if k == "" {
 				k = "listener.name." + strings.ToLower(name) + ".ssl.keystore.location"
@@ -77,16 +77,23 @@ func (s listenerStores) CheckListenerStores(next *config.Broker) error {
 // reconfigureListenerStores gives each TLS listener the stores the live configuration
 // names, after a change of the dynamic configs (Kafka's SslFactory.reconfigure): new
 // connections are served with them. Stores that no longer load or pass the checks of
-// CheckListenerStores leave the ones in service serving, and are logged.
+// CheckListenerStores leave the ones in service serving, and are logged. At start-up
+// (startUp: the first image, before any connection is served) the dynamic stores replace
+// the static ones and need only load: they were checked against the stores in service
+// when they were set, and the static ones never served.
 //
 // The broker's own connections to other brokers speak the inter-broker listener as a client
 // with its stores (the trust store verifies the others, the key store is the certificate
 // shown to them): when they change, new connections use a client built from the new ones,
 // as Kafka reconfigures its inter-broker clients' channel builders.
-func (b *Broker) reconfigureListenerStores() {
+func (b *Broker) reconfigureListenerStores(startUp bool) {
+	change := security.TLSApply
+	if startUp {
+		change = security.TLSStartUp
+	}
 	for name, sec := range b.listenerSec {
 		values, setKey := b.cfg.ListenerSecurity(name)
-		if err := sec.ReconfigureTLS(values, setKey, false); err != nil {
+		if err := sec.ReconfigureTLS(values, setKey, change); err != nil {
 			b.log.Error("listener stores not changed; the ones in service keep serving", "listener", name, "err", err)
 		}
 	}

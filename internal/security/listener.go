@@ -229,19 +229,36 @@ func (l *Listener) TLS() *tls.Config {
 	return l.tls.Config()
 }
 
+// TLSChange says what ReconfigureTLS does with the stores it is given.
+type TLSChange int
+
+const (
+	// TLSValidate checks the new stores against the ones in service and changes nothing
+	// (Kafka's SslFactory.validateReconfiguration).
+	TLSValidate TLSChange = iota
+	// TLSApply checks them likewise, then serves new connections with them
+	// (SslFactory.reconfigure).
+	TLSApply
+	// TLSStartUp serves, from the start, the stores a broker's dynamic configs name: they
+	// replace the static ones before any connection is served, so they are not compared
+	// with stores that never served (Kafka builds its listeners from the dynamic configs at
+	// start-up); they need only load.
+	TLSStartUp
+)
+
 // ReconfigureTLS replaces the listener's key and trust stores with the ones values names
 // (the listener's effective ssl.* values, as ListenerOptions.Values; setKey as
-// ListenerOptions.SetKey), checked as Kafka's SslFactory checks a dynamic update (see
-// tls.go; on the inter-broker listener the old and new stores must also trust each other's
-// certificates); with validateOnly it only checks them. New connections get the new stores;
-// connections already open keep theirs. A listener without TLS has no stores to change:
-// nil. On error nothing changes.
-func (l *Listener) ReconfigureTLS(values, setKey map[string]string, validateOnly bool) error {
+// ListenerOptions.SetKey), as change says: checked as Kafka's SslFactory checks a dynamic
+// update (see tls.go; on the inter-broker listener the old and new stores must also trust
+// each other's certificates), and then, unless TLSValidate, served. New connections get the
+// new stores; connections already open keep theirs. A listener without TLS has no stores to
+// change: nil. On error nothing changes.
+func (l *Listener) ReconfigureTLS(values, setKey map[string]string, change TLSChange) error {
 	if l.tls == nil {
 		return nil
 	}
 	c := &listenerConfig{name: l.name, protocol: l.protocol, values: values, setKey: withDefaults(setKey, values)}
-	if err := l.tls.reconfigure(c, l.interBroker, validateOnly); err != nil {
+	if err := l.tls.reconfigure(c, l.interBroker, change); err != nil {
 		return fmt.Errorf("listener %s: %w", l.name, err)
 	}
 	return nil

@@ -167,18 +167,27 @@ func (s *ServerTLS) Config() *tls.Config {
 	return cfg
 }
 
-// Reconfigure replaces the listener's stores with the ones c's values name, when they
-// differ from those in service (Kafka's SslFactory.reconfigure); with validateOnly it only
-// checks them (validateReconfiguration). The checks are Kafka's: the new stores load; a
-// key store or trust store is neither removed nor added; and the new certificate keeps the
-// subject distinguished name and the subject alternative names of the one in service,
-// unless ssl.allow.dn.changes / ssl.allow.san.changes. On error nothing changes; the error
-// names the configuration key at fault.
-func (s *ServerTLS) reconfigure(c *listenerConfig, interBroker, validateOnly bool) error {
+// reconfigure replaces the listener's stores with the ones c's values name, when they
+// differ from those in service (Kafka's SslFactory.reconfigure); with TLSValidate it only
+// checks them (validateReconfiguration), with TLSStartUp it only loads them. The checks are
+// Kafka's: the new stores load; a key store or trust store is neither removed nor added;
+// the new certificate keeps the subject distinguished name and the subject alternative
+// names of the one in service, unless ssl.allow.dn.changes / ssl.allow.san.changes; and on
+// the inter-broker listener old and new trust each other. On error nothing changes; the
+// error names the configuration key at fault.
+func (s *ServerTLS) reconfigure(c *listenerConfig, interBroker bool, change TLSChange) error {
 	key, trust := c.keyStore(), c.trustStore()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sameStore(key, s.mu.key) && sameStore(trust, s.mu.trust) {
+		return nil
+	}
+	if change == TLSStartUp {
+		cfg, stamps, err := s.load(key, trust)
+		if err != nil {
+			return err
+		}
+		s.serveLocked(key, trust, cfg, stamps)
 		return nil
 	}
 	switch {
@@ -203,13 +212,18 @@ func (s *ServerTLS) reconfigure(c *listenerConfig, interBroker, validateOnly boo
 			return err
 		}
 	}
-	if validateOnly {
+	if change == TLSValidate {
 		return nil
 	}
+	s.serveLocked(key, trust, cfg, stamps)
+	return nil
+}
+
+// serveLocked puts stores key and trust, loaded as cfg from the files of stamps, in service.
+func (s *ServerTLS) serveLocked(key, trust storeSpec, cfg *tls.Config, stamps map[string]fileStamp) {
 	s.mu.key, s.mu.trust = key, trust
 	s.mu.cfg, s.mu.stamps, s.mu.checked = cfg, stamps, time.Now()
 	s.log.Info("TLS stores reconfigured", "keystore", storeName(key), "truststore", storeName(trust))
-	return nil
 }
 
 // sameStore reports whether a and b name the same store (same source and password).

@@ -241,7 +241,7 @@ func TestSSLDynamicAllowDNChanges(t *testing.T) {
 // the new trust store. Moving to a new CA is then Kafka's rolling procedure: a key store
 // from the new CA alone is refused, and so is one together with a trust store of both CAs
 // (the trust store in service would not trust it); the trust store of both CAs first, then
-// the key store, are taken.
+// the key store, are taken, and serve again after a restart.
 func TestSSLDynamicInterBrokerTrust(t *testing.T) {
 	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
 	b := startSecure(t, []string{"SSL"}, append(sslSets(oldCA, "ssl"), "inter.broker.listener.name=SSL",
@@ -270,6 +270,15 @@ func TestSSLDynamicInterBrokerTrust(t *testing.T) {
 		t.Fatalf("key store of the new CA, once both are trusted: %v", err)
 	}
 	waitFor(t, 10*time.Second, "the new key store to be served", func() bool { return handshakeWith(addr, newCA) == nil })
+
+	// After a restart both dynamic stores serve from the first connection, although the
+	// static trust store alone would not trust the dynamic certificate: they replace the
+	// static stores, which never serve, rather than being compared with them.
+	b = b.Restart()
+	addr = addrOf(t, b, "SSL")
+	if err := handshakeWith(addr, newCA); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
 }
 
 // An inline PEM key store (ssl.keystore.key and ssl.keystore.certificate.chain) is replaced
