@@ -68,13 +68,50 @@ func (h *Handler) checkConfigs(im *metadata.Image, typ kmsg.ConfigResourceType, 
 			return nil, err
 		}
 		for k, v := range m {
+			if name == "" && config.PerBrokerOnly(k) {
+				return nil, &config.Error{Key: k, Value: v, Reason: config.PerBrokerOnlyReason, Err: config.ErrInvalidConfig}
+			}
 			if err := h.Cfg.ValidateDynamic(k, v); err != nil {
 				return nil, err
 			}
 		}
+		if err := h.checkListenerStores(name, cur, m); err != nil {
+			return nil, err
+		}
 		return m, nil
 	}
 	return nil, fmt.Errorf("%w: config resource type %d is not supported", errInvalidRequest, typ)
+}
+
+// checkListenerStores checks a change of broker name's dynamic listener stores, from cur
+// to next (its whole set of dynamic configs), before anything is stored: only the broker
+// itself can load the stores and compare them with the ones it serves, so the change must
+// be sent to it (Kafka's check of the resource name), and its listeners must take them.
+func (h *Handler) checkListenerStores(name string, cur, next map[string]string) error {
+	changed := "" // a changed store key, for errors
+	for _, m := range []map[string]string{cur, next} {
+		for k := range m {
+			was, inCur := cur[k]
+			is, inNext := next[k]
+			if config.PerBrokerOnly(k) && (was != is || inCur != inNext) {
+				changed = k
+			}
+		}
+	}
+	if changed == "" {
+		return nil
+	}
+	if name != strconv.Itoa(int(h.NodeID)) {
+		return fmt.Errorf("%w: Unexpected broker id, expected %d, but received %s (a broker's listener stores are changed through that broker, which checks them)", errInvalidRequest, h.NodeID, name)
+	}
+	if h.Listeners == nil {
+		return &config.Error{Key: changed, Value: next[changed], Reason: "this broker cannot check listener stores", Err: config.ErrInvalidConfig}
+	}
+	cfg, err := h.Cfg.WithDynamic(next)
+	if err != nil {
+		return err
+	}
+	return h.Listeners.CheckListenerStores(cfg)
 }
 
 // brokerConfigs returns the dynamic overrides im holds for broker resource name: "" is the

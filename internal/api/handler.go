@@ -41,6 +41,10 @@ type Handler struct {
 	// paths that never reach it.
 	Controller ControllerChannel
 
+	// Listeners checks a change of this broker's dynamic listener stores before it is
+	// forwarded (configs.go); nil: such changes are refused, nothing here can check them.
+	Listeners ListenerStores
+
 	NodeID    int32
 	ClusterID string
 	Rack      string
@@ -55,6 +59,13 @@ type Handler struct {
 	sessionsOnce sync.Once
 	// authz is the standard authorizer of the last image asked about (authorize.go).
 	authz atomic.Pointer[authzState]
+}
+
+// ListenerStores checks the listener key and trust stores a configuration names against
+// the ones this broker's listeners serve (internal/broker): Kafka's
+// SslFactory.validateReconfiguration, run before a dynamic change is stored.
+type ListenerStores interface {
+	CheckListenerStores(next *config.Broker) error
 }
 
 // ControllerChannel is the broker's channel to the active controller

@@ -62,11 +62,19 @@ type Broker struct {
 	handler  *api.Handler
 	cleaner  atomic.Pointer[storage.LogCleaner] // the log cleaner, once started (nil: disabled)
 	peers    *peers                             // connections to the other brokers (txn.go)
-	interSec *security.Client                   // how connections to other brokers are secured (security.go)
-	servers  []*server.Server
-	conns    *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
-	addrs    []net.Addr
-	bound    map[string]net.Addr // broker listener name -> bound address
+	// interSec is how connections to other brokers are secured (security.go); replaced when
+	// the inter-broker listener's dynamic stores change (reconfigureListenerStores).
+	interSec atomic.Pointer[security.Client]
+	// interValues are the inter-broker listener's values interSec was built from; written
+	// at start and then by the metadata loop only.
+	interValues map[string]string
+	servers     []*server.Server
+	conns       *server.ConnQuotas // the broker listeners' connection limits (connlimits.go)
+	addrs       []net.Addr
+	bound       map[string]net.Addr // broker listener name -> bound address
+	// listenerSec is each broker listener's security by name, set by bindListeners before
+	// any request is served and never changed after (its TLS stores change in place).
+	listenerSec map[string]*security.Listener
 
 	incarnation   [16]byte
 	epoch         atomic.Int64 // broker epoch of the current registration; -1 before the first (0 is an epoch)
@@ -229,13 +237,17 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.handler = &api.Handler{
 		Cfg: cfg, Meta: b.meta, Replicas: b.replicas, Logs: b.logs, Log: log, Now: time.Now,
 		NodeID: cfg.NodeID, ClusterID: b.clusterID, Rack: cfg.BrokerRack, Controller: b.ctrl,
+		Listeners: listenerStores{b},
 	}
 	if err := b.bindListeners(); err != nil {
 		return err
 	}
-	if b.interSec, err = b.interBrokerClient(); err != nil {
+	inter, err := b.interBrokerClient()
+	if err != nil {
 		return err
 	}
+	b.interSec.Store(inter)
+	b.interValues, _ = cfg.ListenerSecurity(cfg.InterBrokerListenerName)
 	b.replicas.SetReplication(replica.ReplicationOptions{
 		LocalID:        cfg.NodeID,
 		LagTimeMaxMs:   func() int64 { return cfg.Current().ReplicaLagTimeMaxMs },
@@ -380,6 +392,7 @@ func (b *Broker) awaitUnfenced(ctx context.Context) error {
 // without serving yet: registration needs their ports.
 func (b *Broker) bindListeners() error {
 	b.bound = map[string]net.Addr{}
+	b.listenerSec = map[string]*security.Listener{}
 	limits := serverLimits(b.cfg) // one memory pool for all broker listeners
 	cl, err := connLimits(b.cfg)
 	if err != nil {
@@ -395,6 +408,7 @@ func (b *Broker) bindListeners() error {
 		if err != nil {
 			return err
 		}
+		b.listenerSec[l.Name] = sec
 		s := server.New(l.Name, b.handler, b.log)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)

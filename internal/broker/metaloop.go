@@ -112,6 +112,7 @@ func (b *Broker) reconcile(prev, next *metadata.Image) {
 		}
 		b.reconfigureCleaner()
 		b.reconfigureConnections()
+		b.reconfigureListenerStores(prev == nil)
 	}
 	// Topics deleted, or replaced by a new topic of the same name.
 	if prev != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/gregor-project/gregor/internal/config"
@@ -24,12 +26,89 @@ func (b *Broker) listenerSecurity(l config.Listener) (*security.Listener, error)
 	values, setKey := b.cfg.ListenerSecurity(l.Name)
 	sec, err := security.NewListener(security.ListenerOptions{
 		Name: l.Name, Protocol: l.SecurityProtocol, Values: values, SetKey: setKey,
-		Scram: b.scramCredentials(), Logger: b.log,
+		InterBroker: l.Name == b.cfg.InterBrokerListenerName,
+		Scram:       b.scramCredentials(), Logger: b.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", l.Name, err)
 	}
 	return sec, nil
+}
+
+// listenerStores checks a change of the broker's dynamic listener store configs before it
+// is stored (api.ListenerStores).
+type listenerStores struct{ b *Broker }
+
+// CheckListenerStores checks that every listener whose stores next names differently can
+// serve them (Kafka's SslFactory.validateReconfiguration): the stores load, and the new
+// certificate keeps the subject and subject alternative names of the one in service
+// unless ssl.allow.dn.changes / ssl.allow.san.changes. A store key for a listener this
+// broker does not serve as a broker listener (the controller listener, or a name it has
+// no listener of) is refused: there is no store of it to change at runtime.
+func (s listenerStores) CheckListenerStores(next *config.Broker) error {
+	b := s.b
+	keyOf := map[string]string{} // listener -> one of its dynamic store keys, for errors
+	for k, v := range next.Dynamic() {
+		l, _, ok := config.DynamicListenerKey(k)
+		if !ok {
+			continue
+		}
+		if b.listenerSec[l] == nil {
+			return &config.Error{Key: k, Value: v, Err: config.ErrInvalidConfig,
+				Reason: fmt.Sprintf("%s is not a broker listener of broker %d: only a broker listener's stores can be updated dynamically", l, b.cfg.NodeID)}
+		}
+		if old, ok := keyOf[l]; !ok || k < old {
+			keyOf[l] = k
+		}
+	}
+	for name, sec := range b.listenerSec {
+		values, setKey := next.ListenerSecurity(name)
+		if err := sec.ReconfigureTLS(values, setKey, security.TLSValidate); err != nil {
+			k := keyOf[name]
+			if k == "" {
+				k = "listener.name." + strings.ToLower(name) + ".ssl.keystore.location"
+			}
+			return &config.Error{Key: k, Value: next.Dynamic()[k], Err: config.ErrInvalidConfig, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+// reconfigureListenerStores gives each TLS listener the stores the live configuration
+// names, after a change of the dynamic configs (Kafka's SslFactory.reconfigure): new
+// connections are served with them. Stores that no longer load or pass the checks of
+// CheckListenerStores leave the ones in service serving, and are logged. At start-up
+// (startUp: the first image, before any connection is served) the dynamic stores replace
+// the static ones and need only load: they were checked against the stores in service
+// when they were set, and the static ones never served.
+//
+// The broker's own connections to other brokers speak the inter-broker listener as a client
+// with its stores (the trust store verifies the others, the key store is the certificate
+// shown to them): when they change, new connections use a client built from the new ones,
+// as Kafka reconfigures its inter-broker clients' channel builders.
+func (b *Broker) reconfigureListenerStores(startUp bool) {
+	change := security.TLSApply
+	if startUp {
+		change = security.TLSStartUp
+	}
+	for name, sec := range b.listenerSec {
+		values, setKey := b.cfg.ListenerSecurity(name)
+		if err := sec.ReconfigureTLS(values, setKey, change); err != nil {
+			b.log.Error("listener stores not changed; the ones in service keep serving", "listener", name, "err", err)
+		}
+	}
+	values, _ := b.cfg.ListenerSecurity(b.cfg.InterBrokerListenerName)
+	if b.interValues == nil || maps.Equal(values, b.interValues) {
+		return
+	}
+	c, err := b.interBrokerClient()
+	if err != nil {
+		b.log.Error("inter-broker client not changed; connections to other brokers keep the stores in service", "listener", b.cfg.InterBrokerListenerName, "err", err)
+		return
+	}
+	b.interSec.Store(c)
+	b.interValues = values
+	b.log.Info("inter-broker client rebuilt with the listener's new stores", "listener", b.cfg.InterBrokerListenerName)
 }
 
 // checkControllerSecurity refuses a controller listener whose protocol cannot protect both
@@ -122,7 +201,7 @@ func (b *Broker) interBrokerClient() (*security.Client, error) {
 
 // dialBroker connects to another broker on the inter-broker listener.
 func (b *Broker) dialBroker(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
-	return wire.DialSecure(ctx, addr, clientID, b.interSec)
+	return wire.DialSecure(ctx, addr, clientID, b.interSec.Load())
 }
 
 // scramCredentials finds SCRAM credentials in the broker's metadata image, where

@@ -155,6 +155,8 @@ var kafkaDefaults = map[string]string{
 	"ssl.enabled.protocols":                                       "TLSv1.2,TLSv1.3",
 	"ssl.cipher.suites":                                           "",
 	"ssl.principal.mapping.rules":                                 "DEFAULT",
+	"ssl.allow.dn.changes":                                        "false",
+	"ssl.allow.san.changes":                                       "false",
 	"ssl.endpoint.identification.algorithm":                       "https",
 	"sasl.enabled.mechanisms":                                     "GSSAPI",
 	"sasl.kerberos.service.name":                                  "",

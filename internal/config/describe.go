@@ -105,7 +105,49 @@ func (b *Broker) DescribeBroker() []Entry {
 		}
 		out = append(out, e)
 	}
+	out = append(out, c.describeListenerKeys()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// describeListenerKeys describes the listener.name.<listener>.* keys configured, statically
+// or (the stores) for this broker at runtime, as Kafka describes a broker's originals: the
+// dynamic value first (DYNAMIC_BROKER_CONFIG), then the static one. A password, inline
+// key or certificate, or JAAS configuration is sensitive and shown without its value.
+func (b *Broker) describeListenerKeys() []Entry {
+	names := map[string]bool{}
+	for _, m := range []map[string]string{b.lay.dynBroker, b.lay.static} {
+		for k := range m {
+			if _, _, ok := splitListenerKey(k); ok {
+				names[k] = true
+			}
+		}
+	}
+	var out []Entry
+	for k := range names {
+		_, key, _ := splitListenerKey(k)
+		typ := TypeString
+		if d := brokerDefs[key]; d != nil {
+			typ = d.vt.typ
+		} else if strings.HasSuffix(key, saslJaasSuffix) {
+			typ = TypePassword // as Kafka's sasl.jaas.config
+		}
+		e := Entry{Name: k, ReadOnly: !IsDynamic(k), Type: typ}
+		if v, ok := b.lay.dynBroker[k]; ok {
+			e.Synonyms = append(e.Synonyms, Synonym{Name: k, Value: v, Source: SourceDynamicBroker})
+		}
+		if v, ok := b.lay.static[k]; ok {
+			e.Synonyms = append(e.Synonyms, Synonym{Name: k, Value: v, Source: SourceStaticBroker})
+		}
+		e.Value, e.Source = e.Synonyms[0].Value, e.Synonyms[0].Source
+		if typ == TypePassword {
+			e.Sensitive, e.Value, e.Null = true, "", true
+			for i := range e.Synonyms {
+				e.Synonyms[i].Value = ""
+			}
+		}
+		out = append(out, e)
+	}
 	return out
 }
 

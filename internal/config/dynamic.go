@@ -35,9 +35,14 @@ type live struct {
 // limits Kafka's DynamicConnectionQuota reconfigures (max.connections,
 // max.connections.per.ip, max.connections.per.ip.overrides,
 // max.connection.creation.rate; their listener.name.<listener>. forms are
-// static here). Secondary synonyms
+// static here), and, with SetDynamic only (PerBrokerOnly), where a
+// listener's key and trust stores are (listener.name.<listener>.ssl.keystore.location,
+// ..., see security.go). Secondary synonyms
 // such as log.retention.hours are static only, as in Kafka.
 func IsDynamic(key string) bool {
+	if PerBrokerOnly(key) {
+		return true
+	}
 	d := brokerDefs[key]
 	return d != nil && d.dynamic
 }
@@ -61,8 +66,15 @@ func (b *Broker) DeleteDynamic(key string) error {
 // on the broker resource named ""). It beats static configuration but loses
 // to SetDynamic, and is reported as DYNAMIC_DEFAULT_BROKER_CONFIG.
 func (b *Broker) SetDynamicDefault(key, value string) error {
+	if PerBrokerOnly(key) {
+		return invalid(key, value, PerBrokerOnlyReason)
+	}
 	return b.update(key, func(l *layers, norm string) { l.dynDefault[key] = norm }, value, true)
 }
+
+// PerBrokerOnlyReason is why a PerBrokerOnly key is refused on the cluster-wide default
+// resource, in Kafka's words.
+const PerBrokerOnlyReason = "Cannot update these configs at default cluster level, broker id must be specified"
 
 // DeleteDynamicDefault removes the cluster-wide dynamic default for key.
 func (b *Broker) DeleteDynamicDefault(key string) error {
@@ -131,9 +143,18 @@ func (b *Broker) DynamicDefaults() map[string]string { return copyMap(b.Current(
 func checkDynamic(key, value string, withValue bool) (string, error) {
 	d := brokerDefs[key]
 	if d == nil {
+		if _, _, ok := splitListenerKey(key); ok {
+			return checkDynamicListenerKey(key, value, withValue)
+		}
 		return "", unknown(key, "broker configuration")
 	}
 	if !d.dynamic {
+		switch {
+		case contains(dynamicPasswordKeys, key):
+			return "", invalid(key, value, dynamicPasswordReason)
+		case contains(dynamicListenerKeys, key):
+			return "", invalid(key, value, "security configs can be updated dynamically only per listener, as listener.name.<listener>."+key)
+		}
 		return "", invalid(key, value, "cannot be updated dynamically")
 	}
 	if !withValue {

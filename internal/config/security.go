@@ -22,7 +22,13 @@ import (
 // keyed "<mechanism>.<key>".
 //
 // Listener keys are static: they are read at start-up (an SSL listener's key and trust
-// stores are then reloaded when their files change, see internal/security).
+// stores are then reloaded when their files change, see internal/security), except where
+// a listener's key and trust stores are (dynamicListenerKeys): those may also be set per
+// broker at runtime (KIP-226), as listener.name.<listener>.<key> only, on the broker's own
+// resource (a broker id), never as a cluster-wide default, as Kafka allows. Before such a
+// change is stored the broker loads the new stores and checks them against the ones in
+// service (internal/broker); once its metadata image carries the change the listener
+// serves new connections with them.
 
 // listenerPrefix starts every per-listener key.
 const listenerPrefix = "listener.name."
@@ -41,6 +47,59 @@ const OAuthBearerValidatorCallbackHandler = "org.apache.kafka.common.security.oa
 
 // jaasMechanisms are the mechanisms a JAAS key may name (lower-cased).
 var jaasMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthbearer", "gssapi"}
+
+// dynamicListenerKeys are the per-listener keys of Kafka's SslFactory reconfigurable
+// configs (SslConfigs.RECONFIGURABLE_CONFIGS) that are served at runtime: where the key and
+// trust stores are and what format they have.
+var dynamicListenerKeys = []string{
+	"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+	"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+}
+
+// dynamicPasswordKeys are the reconfigurable store passwords Kafka also takes at runtime;
+// it keeps them in its metadata encrypted with password.encoder.secret. Gregor has no such
+// encoder and refuses them rather than keep a password in clear in the metadata log.
+var dynamicPasswordKeys = []string{"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
+
+// dynamicPasswordReason is why a store password is refused at runtime.
+const dynamicPasswordReason = "a store password cannot be updated dynamically here: Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Gregor does not implement (a store rotated with the same password needs no change of it; a new password is set statically)"
+
+// DynamicListenerKey reports whether k is a per-listener store key that may be set per
+// broker at runtime (listener.name.<listener>.ssl.keystore.location, ...), and its
+// listener (upper-cased) and plain key.
+func DynamicListenerKey(k string) (listener, key string, ok bool) {
+	l, key, ok := splitListenerKey(k)
+	if !ok || !contains(dynamicListenerKeys, key) {
+		return "", "", false
+	}
+	return l, key, true
+}
+
+// PerBrokerOnly reports whether key may be set dynamically on a broker's own resource
+// only, never as the cluster-wide default (Kafka's DynamicBrokerConfig.PerBrokerConfigs:
+// the listener stores).
+func PerBrokerOnly(key string) bool {
+	_, _, ok := DynamicListenerKey(key)
+	return ok
+}
+
+// checkDynamicListenerKey is checkDynamic for a listener.name.<listener>.<key> key k.
+func checkDynamicListenerKey(k, value string, withValue bool) (string, error) {
+	_, key, _ := splitListenerKey(k)
+	switch {
+	case contains(dynamicPasswordKeys, key):
+		return "", invalid(k, value, dynamicPasswordReason)
+	case !contains(dynamicListenerKeys, key):
+		if _, known, err := normalizeListenerKey(k, value); known && err != nil && withValue {
+			return "", err
+		}
+		return "", invalid(k, value, "cannot be updated dynamically")
+	case !withValue:
+		return "", nil
+	}
+	norm, _, err := normalizeListenerKey(k, value)
+	return norm, err
+}
 
 // listenerOverridable reports whether key may be set per listener.
 func listenerOverridable(key string) bool {
@@ -124,20 +183,44 @@ func (b *Broker) ListenerSecurity(listener string) (values map[string]string, se
 		}
 		setKey[d.name] = d.name
 	}
-	keys := make([]string, 0, len(c.lay.static))
-	for k := range c.lay.static {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		l, key, ok := splitListenerKey(k)
-		if !ok || l != listener || contains(connListenerKeys, key) {
-			continue
+	// Static listener keys, then this broker's dynamic ones (the stores), which win.
+	for _, layer := range []map[string]string{c.lay.static, c.lay.dynBroker} {
+		keys := make([]string, 0, len(layer))
+		for k := range layer {
+			keys = append(keys, k)
 		}
-		values[key] = c.lay.static[k]
-		setKey[key] = k
+		sort.Strings(keys)
+		for _, k := range keys {
+			l, key, ok := splitListenerKey(k)
+			if !ok || l != listener || contains(connListenerKeys, key) {
+				continue
+			}
+			values[key] = layer[k]
+			setKey[key] = k
+		}
 	}
 	return values, setKey
+}
+
+// WithDynamic returns the configuration this broker would have with m as its whole set of
+// per-broker dynamic configs, without publishing it: what a change is checked against
+// before it is stored (the listener stores it names are loaded from it).
+func (b *Broker) WithDynamic(m map[string]string) (*Broker, error) {
+	cur := b.Current()
+	lay := copyLayers(cur.lay)
+	lay.dynBroker = make(map[string]string, len(m))
+	for k, v := range m {
+		norm, err := checkDynamic(k, v, true)
+		if err != nil {
+			return nil, err
+		}
+		lay.dynBroker[k] = norm
+	}
+	next, err := build(lay)
+	if err != nil {
+		return nil, err
+	}
+	return next, nil
 }
 
 // passwordType is Kafka's PASSWORD: any text, reported as sensitive (DescribeConfigs gives

@@ -19,7 +19,9 @@
 //     A listener never falls back to plaintext or to no authentication.
 //   - ServerTLS (tls.go, keystore.go) loads PEM, PKCS12 and JKS stores, and reloads them
 //     when their files change (checked at most once a second, before a handshake; a store
-//     that fails to load leaves the previous one serving). A client certificate's subject
+//     that fails to load leaves the previous one serving), and replaces them by new ones a
+//     dynamic config names (Listener.ReconfigureTLS: Kafka's SslFactory checks first, new
+//     connections only). A client certificate's subject
 //     becomes the principal name through ssl.principal.mapping.rules (principal.go).
 //   - Session (session.go) is one connection's authentication, a deterministic core the
 //     connection goroutine drives with the time: which requests it admits in each state,

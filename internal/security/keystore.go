@@ -54,6 +54,10 @@ func storeErr(key, format string, args ...any) error {
 
 // loadKeyPair reads a key store into a TLS certificate (chain and private key).
 func loadKeyPair(s storeSpec) (tls.Certificate, error) {
+	if s.location != "" && (s.inlineKey != "" || s.inlineChain != "") {
+		// As Kafka's DefaultSslEngineFactory: one source, never one silently ignored.
+		return tls.Certificate{}, storeErr(s.locationKey, "Both SSL key store location and separate private key are specified (%s, %s).", s.locationKey, s.inlineKeyKey)
+	}
 	if s.location == "" {
 		if s.typ != "PEM" {
 			return tls.Certificate{}, storeErr(s.locationKey, "no key store location")
@@ -185,6 +189,9 @@ func certificate(key crypto.PrivateKey, chain []*x509.Certificate, cfgKey string
 func loadTrust(s storeSpec) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	var data []byte
+	if s.location != "" && s.inlineChain != "" {
+		return nil, storeErr(s.locationKey, "Both SSL trust store location and separate trust certificates are specified (%s, %s).", s.locationKey, s.inlineChainKey)
+	}
 	if s.location == "" {
 		if s.typ != "PEM" || s.inlineChain == "" {
 			return nil, storeErr(s.locationKey, "no trust store location")

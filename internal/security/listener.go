@@ -25,6 +25,9 @@ type ListenerOptions struct {
 	// values and its "<mechanism>.sasl.jaas.config" entries (config.Broker.ListenerSecurity);
 	// SetKey names the configuration key each came from, for errors.
 	Values, SetKey map[string]string
+	// InterBroker is set for the inter-broker listener: a change of its stores must keep
+	// the brokers able to verify each other (see ServerTLS's reconfiguration).
+	InterBroker bool
 	// Scram finds SCRAM credentials (the metadata image); nil: SCRAM knows no user.
 	Scram  ScramCredentials
 	Logger *slog.Logger
@@ -34,14 +37,15 @@ type ListenerOptions struct {
 // authenticated. Immutable once built (its TLS stores reload themselves); safe for
 // concurrent use.
 type Listener struct {
-	name       string
-	protocol   string
-	tls        *ServerTLS // SSL and SASL_SSL
-	mechanisms map[string]mechanism
-	enabled    []string      // sasl.enabled.mechanisms, as configured
-	reauth     time.Duration // connections.max.reauth.ms; 0: sessions do not expire
-	failDelay  time.Duration // connection.failed.authentication.delay.ms
-	maxReceive int32         // sasl.server.max.receive.size
+	name        string
+	protocol    string
+	interBroker bool       // the inter-broker listener
+	tls         *ServerTLS // SSL and SASL_SSL
+	mechanisms  map[string]mechanism
+	enabled     []string      // sasl.enabled.mechanisms, as configured
+	reauth      time.Duration // connections.max.reauth.ms; 0: sessions do not expire
+	failDelay   time.Duration // connection.failed.authentication.delay.ms
+	maxReceive  int32         // sasl.server.max.receive.size
 }
 
 // listenerConfig is a listener's security configuration as text.
@@ -90,7 +94,7 @@ func NewListener(o ListenerOptions) (*Listener, error) {
 		log = slog.Default()
 	}
 	c := &listenerConfig{name: o.Name, protocol: o.Protocol, values: o.Values, setKey: withDefaults(o.SetKey, o.Values)}
-	l := &Listener{name: o.Name, protocol: o.Protocol, mechanisms: map[string]mechanism{}}
+	l := &Listener{name: o.Name, protocol: o.Protocol, interBroker: o.InterBroker, mechanisms: map[string]mechanism{}}
 	var err error
 	if l.reauth, err = millis(c, "connections.max.reauth.ms"); err != nil {
 		return nil, err
@@ -223,6 +227,41 @@ func (l *Listener) TLS() *tls.Config {
 		return nil
 	}
 	return l.tls.Config()
+}
+
+// TLSChange says what ReconfigureTLS does with the stores it is given.
+type TLSChange int
+
+const (
+	// TLSValidate checks the new stores against the ones in service and changes nothing
+	// (Kafka's SslFactory.validateReconfiguration).
+	TLSValidate TLSChange = iota
+	// TLSApply checks them likewise, then serves new connections with them
+	// (SslFactory.reconfigure).
+	TLSApply
+	// TLSStartUp serves, from the start, the stores a broker's dynamic configs name: they
+	// replace the static ones before any connection is served, so they are not compared
+	// with stores that never served (Kafka builds its listeners from the dynamic configs at
+	// start-up); they need only load.
+	TLSStartUp
+)
+
+// ReconfigureTLS replaces the listener's key and trust stores with the ones values names
+// (the listener's effective ssl.* values, as ListenerOptions.Values; setKey as
+// ListenerOptions.SetKey), as change says: checked as Kafka's SslFactory checks a dynamic
+// update (see tls.go; on the inter-broker listener the old and new stores must also trust
+// each other's certificates), and then, unless TLSValidate, served. New connections get the
+// new stores; connections already open keep theirs. A listener without TLS has no stores to
+// change: nil. On error nothing changes.
+func (l *Listener) ReconfigureTLS(values, setKey map[string]string, change TLSChange) error {
+	if l.tls == nil {
+		return nil
+	}
+	c := &listenerConfig{name: l.name, protocol: l.protocol, values: values, setKey: withDefaults(setKey, values)}
+	if err := l.tls.reconfigure(c, l.interBroker, change); err != nil {
+		return fmt.Errorf("listener %s: %w", l.name, err)
+	}
+	return nil
 }
 
 // SASL reports whether connections must authenticate with SASL.

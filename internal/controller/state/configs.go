@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregor-project/gregor/internal/config"
 )
 
 // ConfigOp is an IncrementalAlterConfigs operation, numbered as Kafka numbers them.
@@ -125,6 +127,9 @@ func (c *Controller) alterResource(r AlterConfigsResource, incremental bool) ([]
 			return nil, errf(kerr.InvalidRequest, "config operation %d", ch.Op)
 		}
 		if v := next[ch.Key]; v != nil {
+			if r.Type == ResourceBroker && r.Name == "" && config.PerBrokerOnly(ch.Key) {
+				return nil, errf(kerr.InvalidConfig, "%s: %s", ch.Key, config.PerBrokerOnlyReason)
+			}
 			if err := validate(ch.Key, *v); err != nil {
 				return nil, errf(kerr.InvalidConfig, "%v", err)
 			}
