@@ -30,7 +30,8 @@ import (
 const DefaultBootstrapServer = "127.0.0.1:9092"
 
 // AddCommands adds the client tools (topic, produce, consume, group, txn,
-// cluster, reassign, leader, quota, bench, acl, user) to root.
+// cluster, reassign, leader, quota, bench, acl, user, configs, log-dirs, offsets,
+// records) to root.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
 		newTopicCommand(),
@@ -45,6 +46,10 @@ func AddCommands(root *cobra.Command) {
 		newBenchCommand(),
 		newACLCommand(),
 		newUserCommand(),
+		newConfigsCommand(),
+		newLogDirsCommand(),
+		newOffsetsCommand(),
+		newRecordsCommand(),
 	)
 }
 
