@@ -50,6 +50,7 @@ func AddCommands(root *cobra.Command) {
 		newLogDirsCommand(),
 		newOffsetsCommand(),
 		newRecordsCommand(),
+		newDumpLogCommand(),
 	)
 }
 
