@@ -51,6 +51,7 @@ func AddCommands(root *cobra.Command) {
 		newOffsetsCommand(),
 		newRecordsCommand(),
 		newDumpLogCommand(),
+		newStorageCommand(),
 	)
 }
 
