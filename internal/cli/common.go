@@ -52,6 +52,7 @@ func AddCommands(root *cobra.Command) {
 		newRecordsCommand(),
 		newDumpLogCommand(),
 		newStorageCommand(),
+		newMetadataCommand(),
 	)
 }
 
