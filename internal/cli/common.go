@@ -54,6 +54,7 @@ func AddCommands(root *cobra.Command) {
 		newStorageCommand(),
 		newMetadataCommand(),
 	)
+	registerCompletions(root)
 }
 
 // clientFlags holds the connection and output flags every tool shares.

@@ -91,3 +91,63 @@ func completeGroups(cmd *cobra.Command, _ []string, toComplete string) ([]string
 		return gs.Groups(), nil
 	})
 }
+
+// completeGroupArgs completes every positional argument as a group id.
+func completeGroupArgs(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	return completeGroups(cmd, args, toComplete)
+}
+
+// completeGroupArg completes the first positional argument as a group id.
+func completeGroupArg(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return completeGroups(cmd, args, toComplete)
+}
+
+// nameCompletions are the commands whose positional arguments are topic or group names.
+var nameCompletions = map[string]cobra.CompletionFunc{
+	"topic describe":      completeTopicArg,
+	"topic delete":        completeTopicArg,
+	"topic alter-config":  completeTopicArg,
+	"produce":             completeTopicArg,
+	"consume":             completeTopicArg,
+	"group describe":      completeGroupArg,
+	"group reset-offsets": completeGroupArg,
+	"group delete":        completeGroupArgs,
+}
+
+// flagCompletions are flags, on any command that has them, whose values are names.
+var flagCompletions = map[string]cobra.CompletionFunc{
+	"topic": completeTopics,
+	"group": completeGroups,
+}
+
+// registerCompletions adds the name completions to the tools under root.
+func registerCompletions(root *cobra.Command) {
+	var walk func(c *cobra.Command, path string)
+	walk = func(c *cobra.Command, path string) {
+		if fn, ok := nameCompletions[path]; ok && c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = fn
+		}
+		for name, fn := range flagCompletions {
+			if c.Flags().Lookup(name) != nil {
+				if _, exists := c.GetFlagCompletionFunc(name); !exists {
+					// The only error is a flag that does not exist or already has one,
+					// both excluded just above.
+					_ = c.RegisterFlagCompletionFunc(name, fn)
+				}
+			}
+		}
+		for _, sub := range c.Commands() {
+			p := sub.Name()
+			if path != "" {
+				p = path + " " + sub.Name()
+			}
+			walk(sub, p)
+		}
+	}
+	for _, c := range root.Commands() {
+		walk(c, c.Name())
+	}
+}

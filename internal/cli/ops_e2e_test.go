@@ -198,6 +198,35 @@ func TestOpsToolsE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("completion", func(t *testing.T) {
+		// What the shell's completion script asks: topic names for a topic argument or
+		// --topic flag, from the cluster the command line names.
+		for _, args := range [][]string{
+			{"__complete", "topic", "describe", "-b", b, "o"},
+			{"__complete", "configs", "describe", "-b", b, "--topic", ""},
+			{"__complete", "offsets", "get", "-b", b, "--topic", "op"},
+		} {
+			out := mustRunCLI(t, "", args...)
+			if !strings.Contains(out, "ops\n") {
+				t.Fatalf("gregor %s:\n%s", strings.Join(args, " "), out)
+			}
+		}
+		mustRunCLI(t, "", "consume", topic, "--group", "g1", "--from-beginning", "--max-messages", "1", "-b", b)
+		if out := mustRunCLI(t, "", "__complete", "group", "describe", "-b", b, ""); !strings.Contains(out, "g1\n") {
+			t.Fatalf("group completion:\n%s", out)
+		}
+	})
+
+	t.Run("produce -o json", func(t *testing.T) {
+		var res ProduceResult
+		if err := json.Unmarshal([]byte(mustRunCLI(t, "x\ny\n", "produce", topic, "--partition", "0", "-o", "json", "-b", b)), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Records != 2 || res.Acknowledged != 2 || res.Failed != 0 || res.Topic != topic {
+			t.Fatalf("produce -o json: %+v", res)
+		}
+	})
+
 	t.Run("log-dirs describe", func(t *testing.T) {
 		var rep LogDirsReport
 		if err := json.Unmarshal([]byte(run("log-dirs", "describe", "--topic-list", topic, "-o", "json")), &rep); err != nil {

@@ -54,19 +54,29 @@ func checkClusterID(id string) error {
 }
 
 func newStorageRandomUUIDCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "random-uuid",
 		Short: "Print a new random cluster id",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			id, err := newClusterID()
 			if err != nil {
 				return err
+			}
+			if format == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{"cluster_id": id})
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), id)
 			return err
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "output format: table|json")
+	return cmd
 }
 
 // storageConfigFlags load the server config the way `gregor server` does.

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// Every runnable tool takes -o table|json.
+func TestEveryCommandHasOutput(t *testing.T) {
+	root := &cobra.Command{Use: "gregor"}
+	AddCommands(root)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && c != root {
+			if f := c.Flag("output"); f == nil || f.Shorthand != "o" {
+				t.Errorf("%s: no -o/--output", c.CommandPath())
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// The new tools refuse bad arguments before connecting anywhere.
+func TestOpsToolsArgumentErrors(t *testing.T) {
+	b := []string{"-b", "127.0.0.1:1"}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"configs", "describe"}, "name an entity"},
+		{[]string{"configs", "describe", "--entity-type", "groups"}, "--entity-type"},
+		{[]string{"configs", "describe", "--entity-name", "x"}, "need --entity-type"},
+		{[]string{"configs", "describe", "--topic", "a", "--broker", "1"}, "several entities"},
+		{[]string{"configs", "describe", "--broker", "one"}, "broker id"},
+		{[]string{"configs", "alter", "--entity-type", "topics"}, "--entity-name or --entity-default"},
+		{[]string{"configs", "alter", "--topic", "a"}, "--add-config and/or --delete-config"},
+		{[]string{"configs", "alter", "--topic", "a", "--add-config", "x=[1,2"}, "unbalanced"},
+		{[]string{"offsets", "get", "--time", "yesterday"}, "--time"},
+		{[]string{"offsets", "get", "--partitions", "0"}, "needs --topic"},
+		{[]string{"offsets", "get", "--topic-partitions", "t:3-1"}, "partition"},
+		{[]string{"records", "delete"}, "--offset-json-file"},
+		{[]string{"records", "delete", "--topic", "t"}, "together"},
+		{[]string{"records", "delete", "--topic", "t", "--partition", "0", "--offset", "-5"}, "--offset"},
+		{[]string{"log-dirs", "describe", "--broker-list", "a"}, "--broker-list"},
+	}
+	for _, tt := range tests {
+		_, err := runCLI(t, "", append(tt.args, b...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("gregor %s: got error %v, want one mentioning %q", strings.Join(tt.args, " "), err, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dump-log"}, "at least one"},
+		{[]string{"storage", "format", "-t", "x"}, "--config"},
+		{[]string{"metadata", "info"}, "--dir"},
+	} {
+		if _, err := runCLI(t, "", tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("gregor %s: got error %v, want one mentioning %q", strings.Join(tt.args, " "), err, tt.want)
+		}
+	}
+}
+
+func TestParseTopicPartitions(t *testing.T) {
+	fs, err := parseTopicPartitions("orders.*:0-2,pay:5-,x:-1,y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		topic string
+		p     int32
+		want  bool
+	}{
+		{"orders", 2, true}, {"orders-eu", 0, true}, {"orders", 3, false},
+		{"pay", 5, true}, {"pay", 99, true}, {"pay", 4, false},
+		{"x", 0, true}, {"x", 1, true}, {"x", 2, false},
+		{"y", 7, true}, {"yy", 0, false}, {"apay", 5, false},
+	}
+	for _, c := range cases {
+		got := false
+		for _, f := range fs {
+			got = got || f.matches(c.topic, c.p)
+		}
+		if got != c.want {
+			t.Errorf("%s:%d matched %t, want %t", c.topic, c.p, got, c.want)
+		}
+	}
+}
