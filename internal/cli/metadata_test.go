@@ -102,4 +102,3 @@ func TestMetadataToolE2E(t *testing.T) {
 		}
 	}
 }
-
