@@ -151,11 +151,36 @@ func checkPartition(dir string) (PartitionCheck, error) {
 		prefix := filepath.Join(dir, fmt.Sprintf("%020d", base))
 		logPath := prefix + storage.LogFileSuffix
 		seg := filepath.Base(logPath)
-		type hp struct{ last int64 }
-		at := map[int64]hp{}
+		idxPath := prefix + storage.IndexFileSuffix
+		var logSize int64
+		if fi, err := os.Stat(logPath); err == nil {
+			logSize = fi.Size()
+			pc.Bytes += logSize
+		}
+		// The index first: the walk of the .log then checks each entry at its position,
+		// holding only the entries (a sparse few), never every batch.
+		wantAt := map[int64]int64{} // index position -> the last offset its entry names
+		if entries, check, err := storage.ReadOffsetIndex(fs, idxPath, logSize); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				problem("%s: %v", filepath.Base(idxPath), err)
+			}
+		} else {
+			if check != nil {
+				problem("%v", check)
+			}
+			for _, e := range entries {
+				wantAt[e.Position] = e.Offset
+			}
+		}
 		next := base
-		batches, problems, err := readBatches(logPath, false, false, func(h batch.Header, pos int64) {
-			at[pos] = hp{h.LastOffset()}
+		problems, err := readBatches(logPath, false, false, func(db DumpedBatch, h batch.Header) error {
+			pos := db.Position
+			if want, ok := wantAt[pos]; ok {
+				if want != h.LastOffset() {
+					problem("%s: entry (offset %d, position %d) points at a batch whose last offset is %d", filepath.Base(idxPath), want, pos, h.LastOffset())
+				}
+				delete(wantAt, pos)
+			}
 			if h.BaseOffset < base {
 				problem("%s: batch at position %d has base offset %d below the segment's %d", seg, pos, h.BaseOffset, base)
 			}
@@ -167,6 +192,8 @@ func checkPartition(dir string) (PartitionCheck, error) {
 			}
 			prevLast = h.LastOffset()
 			next = h.LastOffset() + 1
+			pc.Batches++
+			return nil
 		})
 		if err != nil {
 			return pc, err
@@ -176,29 +203,13 @@ func checkPartition(dir string) (PartitionCheck, error) {
 				problem("%s: %s", seg, p)
 			}
 		}
-		pc.Batches += len(batches)
-		var logSize int64
-		if fi, err := os.Stat(logPath); err == nil {
-			logSize = fi.Size()
-			pc.Bytes += logSize
+		stray := make([]int64, 0, len(wantAt))
+		for pos := range wantAt {
+			stray = append(stray, pos)
 		}
-		if entries, check, err := storage.ReadOffsetIndex(fs, prefix+storage.IndexFileSuffix, logSize); err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				problem("%s: %v", filepath.Base(prefix+storage.IndexFileSuffix), err)
-			}
-		} else {
-			if check != nil {
-				problem("%v", check)
-			}
-			for _, e := range entries {
-				b, ok := at[e.Position]
-				switch {
-				case !ok:
-					problem("%s: entry (offset %d, position %d) does not point at a batch", filepath.Base(prefix+storage.IndexFileSuffix), e.Offset, e.Position)
-				case b.last != e.Offset:
-					problem("%s: entry (offset %d, position %d) points at a batch whose last offset is %d", filepath.Base(prefix+storage.IndexFileSuffix), e.Offset, e.Position, b.last)
-				}
-			}
+		sort.Slice(stray, func(i, j int) bool { return stray[i] < stray[j] })
+		for _, pos := range stray {
+			problem("%s: entry (offset %d, position %d) does not point at a batch", filepath.Base(idxPath), wantAt[pos], pos)
 		}
 		if _, check, err := storage.ReadTimeIndex(fs, prefix+storage.TimeIndexFileSuffix, next); err != nil {
 			if !errors.Is(err, os.ErrNotExist) {

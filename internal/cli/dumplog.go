@@ -151,11 +151,20 @@ func runDumpLog(cmd *cobra.Command, format string, o dumpOptions, args []string)
 			d.Check = &c
 			problems += c.problemCount()
 		} else {
-			d, err = dumpFile(path, o)
+			var emit func(DumpedBatch) error
+			if format != outputJSON && strings.HasSuffix(path, storage.LogFileSuffix) {
+				printDumpHeader(w, path, "log")
+				emit = func(b DumpedBatch) error { return printBatch(w, b, o) }
+			}
+			d, err = dumpFile(path, o, emit)
 			if err != nil {
 				return err
 			}
 			problems += len(d.Problems)
+			if emit != nil {
+				printProblems(w, d.Problems)
+				continue
+			}
 		}
 		if format == outputJSON {
 			dumps = append(dumps, d)
@@ -176,16 +185,20 @@ func runDumpLog(cmd *cobra.Command, format string, o dumpOptions, args []string)
 	return nil
 }
 
-// dumpFile decodes one file by its name.
-func dumpFile(path string, o dumpOptions) (DumpedFile, error) {
+// dumpFile decodes one file by its name. The batches of a .log go to emit as they are read
+// when it is set (so a large segment is never held whole), else into the result.
+func dumpFile(path string, o dumpOptions, emit func(DumpedBatch) error) (DumpedFile, error) {
 	name := filepath.Base(path)
 	fs := storage.OS
 	d := DumpedFile{File: path}
 	switch {
 	case strings.HasSuffix(name, storage.LogFileSuffix):
 		d.Kind = "log"
+		if emit == nil {
+			emit = func(b DumpedBatch) error { d.Batches = append(d.Batches, b); return nil }
+		}
 		var err error
-		d.Batches, d.Problems, err = readBatches(path, o.deep, o.printData, nil)
+		d.Problems, err = readBatches(path, o.deep, o.printData, func(b DumpedBatch, _ batch.Header) error { return emit(b) })
 		return d, err
 	case strings.HasSuffix(name, storage.IndexFileSuffix):
 		d.Kind = "offset-index"
@@ -232,22 +245,21 @@ func dumpFile(path string, o dumpOptions) (DumpedFile, error) {
 	return d, fmt.Errorf("%s: not a .log, .index, .timeindex, .txnindex, .snapshot or leader-epoch-checkpoint file", path)
 }
 
-// readBatches reads the .log at path batch by batch (never more than one batch in memory).
-// Each batch is CRC-checked; a batch that does not parse or fit ends the walk with a problem.
-// visit, when set, sees each intact batch's header and position (the integrity check).
-func readBatches(path string, deep, printData bool, visit func(h batch.Header, pos int64)) ([]DumpedBatch, []string, error) {
+// readBatches reads the .log at path batch by batch, never more than one batch in memory,
+// and hands each to visit with its header. Each batch is CRC-checked; a batch that does not
+// parse or fit ends the walk with a problem. It returns the problems found.
+func readBatches(path string, deep, printData bool, visit func(db DumpedBatch, h batch.Header) error) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	size := fi.Size()
 	var (
-		out      []DumpedBatch
 		problems []string
 		hdr      [batch.HeaderSize]byte
 		buf      []byte
@@ -259,7 +271,7 @@ func readBatches(path string, deep, printData bool, visit func(h batch.Header, p
 			break
 		}
 		if _, err := f.ReadAt(hdr[:], pos); err != nil {
-			return out, problems, err
+			return problems, err
 		}
 		h, err := batch.ParseHeader(hdr[:])
 		if err != nil {
@@ -270,9 +282,12 @@ func readBatches(path string, deep, printData bool, visit func(h batch.Header, p
 			problems = append(problems, fmt.Sprintf("position %d: batch of %d bytes runs past the end of the file (%d bytes left)", pos, h.Size(), size-pos))
 			break
 		}
-		buf = append(buf[:0], make([]byte, h.Size())...)
+		if cap(buf) < h.Size() {
+			buf = make([]byte, h.Size())
+		}
+		buf = buf[:h.Size()]
 		if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-			return out, problems, err
+			return problems, err
 		}
 		_, crcErr := batch.CheckCRC(buf)
 		db := dumpedBatch(h, pos, crcErr == nil)
@@ -290,13 +305,12 @@ func readBatches(path string, deep, printData bool, visit func(h batch.Header, p
 			}
 			db.Records = recs
 		}
-		if visit != nil {
-			visit(h, pos)
+		if err := visit(db, h); err != nil {
+			return problems, err
 		}
-		out = append(out, db)
 		pos += int64(h.Size())
 	}
-	return out, problems, nil
+	return problems, nil
 }
 
 func dumpedBatch(h batch.Header, pos int64, valid bool) DumpedBatch {
@@ -382,43 +396,69 @@ func decodeDumpRecords(h batch.Header, b []byte, printData bool) ([]DumpedRecord
 	return out, nil
 }
 
+// printDumpHeader starts a file's dump as kafka-dump-log.sh does.
+func printDumpHeader(w io.Writer, path, kind string) {
+	fmt.Fprintf(w, "Dumping %s\n", path)
+	if kind != "log" {
+		return
+	}
+	if base, ok := storage.ParseSegmentFileName(filepath.Base(path), storage.LogFileSuffix); ok {
+		fmt.Fprintf(w, "Log starting offset: %d\n", base)
+	}
+}
+
+// printBatch writes a batch line, and its record lines, as kafka-dump-log.sh does.
+func printBatch(w io.Writer, b DumpedBatch, o dumpOptions) error {
+	horizon := "OptionalLong.empty"
+	if b.DeleteHorizonMs != nil {
+		horizon = fmt.Sprintf("OptionalLong[%d]", *b.DeleteHorizonMs)
+	}
+	if _, err := fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: %s position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
+		b.BaseOffset, b.LastOffset, b.Count, b.BaseSequence, b.LastSequence, b.ProducerID, b.ProducerEpoch,
+		b.PartitionLeaderEpoch, b.IsTransactional, b.IsControl, horizon, b.Position, b.TimestampType, b.MaxTimestamp,
+		b.Size, b.Magic, b.Codec, b.CRC, b.IsValid); err != nil {
+		return err
+	}
+	for _, r := range b.Records {
+		line := fmt.Sprintf("| offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headerKeys: [%s]",
+			r.Offset, b.TimestampType, r.Timestamp, r.KeySize, r.ValueSize, r.Sequence, strings.Join(r.HeaderKeys, ","))
+		if r.EndTxnMarker != "" {
+			line += " endTxnMarker: " + r.EndTxnMarker
+			if r.CoordinatorEpoch != nil {
+				line += fmt.Sprintf(" coordinatorEpoch: %d", *r.CoordinatorEpoch)
+			}
+		} else if o.printData {
+			if r.Key != nil {
+				line += " key: " + *r.Key
+			}
+			if r.Payload != nil {
+				line += " payload: " + *r.Payload
+			}
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printProblems(w io.Writer, problems []string) {
+	for _, p := range problems {
+		fmt.Fprintf(w, "PROBLEM: %s\n", p)
+	}
+}
+
 // printDump writes one file's dump as kafka-dump-log.sh does.
 func printDump(w io.Writer, d DumpedFile, o dumpOptions) error {
 	if d.Check != nil {
 		return printDirCheck(w, *d.Check)
 	}
-	fmt.Fprintf(w, "Dumping %s\n", d.File)
+	printDumpHeader(w, d.File, d.Kind)
 	switch d.Kind {
 	case "log":
-		if base, ok := storage.ParseSegmentFileName(filepath.Base(d.File), storage.LogFileSuffix); ok {
-			fmt.Fprintf(w, "Log starting offset: %d\n", base)
-		}
 		for _, b := range d.Batches {
-			horizon := "OptionalLong.empty"
-			if b.DeleteHorizonMs != nil {
-				horizon = fmt.Sprintf("OptionalLong[%d]", *b.DeleteHorizonMs)
-			}
-			fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: %s position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
-				b.BaseOffset, b.LastOffset, b.Count, b.BaseSequence, b.LastSequence, b.ProducerID, b.ProducerEpoch,
-				b.PartitionLeaderEpoch, b.IsTransactional, b.IsControl, horizon, b.Position, b.TimestampType, b.MaxTimestamp,
-				b.Size, b.Magic, b.Codec, b.CRC, b.IsValid)
-			for _, r := range b.Records {
-				line := fmt.Sprintf("| offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headerKeys: [%s]",
-					r.Offset, b.TimestampType, r.Timestamp, r.KeySize, r.ValueSize, r.Sequence, strings.Join(r.HeaderKeys, ","))
-				if r.EndTxnMarker != "" {
-					line += " endTxnMarker: " + r.EndTxnMarker
-					if r.CoordinatorEpoch != nil {
-						line += fmt.Sprintf(" coordinatorEpoch: %d", *r.CoordinatorEpoch)
-					}
-				} else if o.printData {
-					if r.Key != nil {
-						line += " key: " + *r.Key
-					}
-					if r.Payload != nil {
-						line += " payload: " + *r.Payload
-					}
-				}
-				fmt.Fprintln(w, line)
+			if err := printBatch(w, b, o); err != nil {
+				return err
 			}
 		}
 	case "offset-index":
@@ -463,8 +503,6 @@ func printDump(w io.Writer, d DumpedFile, o dumpOptions) error {
 			fmt.Fprintf(w, "epoch: %d startOffset: %d\n", e.Epoch, e.StartOffset)
 		}
 	}
-	for _, p := range d.Problems {
-		fmt.Fprintf(w, "PROBLEM: %s\n", p)
-	}
+	printProblems(w, d.Problems)
 	return nil
 }

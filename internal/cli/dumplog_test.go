@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gregor-project/gregor/internal/testutil"
 )
@@ -26,6 +30,24 @@ func TestDumpLogE2E(t *testing.T) {
 	for range 8 {
 		mustRunCLI(t, lines.String(), "produce", "dump", "--key-separator", ":", "--header", "trace=1", "-b", b)
 	}
+	// An aborted transaction: its ABORT marker is a control batch, and the segment holding
+	// it gets a transaction index entry.
+	txn, err := kgo.NewClient(kgo.SeedBrokers(b), kgo.TransactionalID("dump-txn"), kgo.DefaultProduceTopic("dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Value: []byte("aborted")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	txn.Close()
 	mustRunCLI(t, "k:last-record\n", "produce", "dump", "--key-separator", ":", "-b", b)
 	if err := tb.Close(); err != nil {
 		t.Fatal(err)
@@ -55,6 +77,18 @@ func TestDumpLogE2E(t *testing.T) {
 	}
 	if dumps[0].Batches[0].ProducerID < 0 || dumps[0].Batches[0].BaseSequence != 0 {
 		t.Fatalf("the idempotent producer's batch: %+v", dumps[0].Batches[0])
+	}
+
+	all := mustRunCLI(t, "", append([]string{"dump-log", "--deep-iteration"}, segs...)...)
+	if !strings.Contains(all, "isTransactional: true isControl: true") || !strings.Contains(all, "endTxnMarker: ABORT coordinatorEpoch: ") {
+		t.Fatalf("no ABORT marker in the segments:\n%s", all)
+	}
+	txnIndexes, _ := filepath.Glob(filepath.Join(pdir, "*.txnindex"))
+	if len(txnIndexes) != 1 {
+		t.Fatalf("transaction indexes: %v", txnIndexes)
+	}
+	if out := mustRunCLI(t, "", "dump-log", txnIndexes[0]); !strings.Contains(out, "version: 0 producerId: ") || !strings.Contains(out, "firstOffset: 80 lastOffset: 81") {
+		t.Fatalf("transaction index:\n%s", out)
 	}
 
 	// The index of a segment holding several batches has entries that name real batches.
@@ -95,11 +129,31 @@ func TestDumpLogE2E(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "dump-log", pdir, "-o", "json")), &checks); err != nil {
 		t.Fatal(err)
 	}
-	if c := checks[0].Check; c == nil || len(c.Partitions) != 1 || c.Partitions[0].NextOffset != 81 || c.Partitions[0].FirstOffset != 0 {
+	if c := checks[0].Check; c == nil || len(c.Partitions) != 1 || c.Partitions[0].NextOffset != 83 || c.Partitions[0].FirstOffset != 0 {
 		t.Fatalf("check -o json: %+v", checks[0].Check)
 	}
 
-	// Flip a byte inside the first batch's records: its CRC no longer matches.
+	// Point an index entry one byte past its batch, and flip a byte inside the first
+	// batch's records (its CRC no longer matches): the check finds both.
+	var corrupted bool
+	for _, s := range segs {
+		idx := strings.TrimSuffix(s, ".log") + ".index"
+		data, err := os.ReadFile(idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) >= 8 && data[7] != 0 {
+			data[7]++
+			if err := os.WriteFile(idx, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			corrupted = true
+			break
+		}
+	}
+	if !corrupted {
+		t.Fatal("no index entry to corrupt")
+	}
 	data, err := os.ReadFile(segs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +163,7 @@ func TestDumpLogE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = runCLI(t, "", "dump-log", tb.Dir)
-	if err == nil || !strings.Contains(out, "crc mismatch") || !strings.Contains(out, "problem(s) found") {
+	if err == nil || !strings.Contains(out, "crc mismatch") || !strings.Contains(out, "does not point at a batch") || !strings.Contains(out, "problem(s) found") {
 		t.Fatalf("check after corruption: err %v\n%s", err, out)
 	}
 }
