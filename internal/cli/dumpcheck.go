@@ -173,7 +173,7 @@ func checkPartition(dir string) (PartitionCheck, error) {
 			}
 		}
 		next := base
-		problems, err := readBatches(logPath, false, false, func(db DumpedBatch, h batch.Header) error {
+		problems, err := readBatches(logPath, false, false, nil, func(db DumpedBatch, h batch.Header) error {
 			pos := db.Position
 			if want, ok := wantAt[pos]; ok {
 				if want != h.LastOffset() {

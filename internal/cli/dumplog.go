@@ -29,9 +29,10 @@ import (
 
 func newDumpLogCommand() *cobra.Command {
 	var (
-		o     dumpOptions
-		files []string
-		out   string
+		o                          dumpOptions
+		files                      []string
+		out                        string
+		offsetsDecoder, txnDecoder bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dump-log FILE|DIR...",
@@ -56,6 +57,15 @@ inside their segment, checkpoints readable. Problems are printed and the exit st
 			if len(args) == 0 {
 				return errors.New("give at least one file or directory")
 			}
+			switch {
+			case offsetsDecoder:
+				o.decode = decodeOffsetsRecord
+			case txnDecoder:
+				o.decode = decodeTxnLogRecord
+			}
+			if o.decode != nil {
+				o.printData = true
+			}
 			if o.printData {
 				o.deep = true
 			}
@@ -66,12 +76,17 @@ inside their segment, checkpoints readable. Problems are printed and the exit st
 	cmd.Flags().BoolVar(&o.deep, "deep-iteration", false, "decode every record of each batch")
 	cmd.Flags().BoolVar(&o.printData, "print-data-log", false, "print record keys and values (implies --deep-iteration)")
 	cmd.Flags().BoolVar(&o.indexSanity, "index-sanity-check", false, "for index files, only run the sanity check")
+	cmd.Flags().BoolVar(&offsetsDecoder, "offsets-decoder", false, "decode records as __consumer_offsets' offset commits and group metadata (implies --print-data-log)")
+	cmd.Flags().BoolVar(&txnDecoder, "transaction-log-decoder", false, "decode records as __transaction_state's transaction metadata (implies --print-data-log)")
+	cmd.MarkFlagsMutuallyExclusive("offsets-decoder", "transaction-log-decoder")
 	cmd.Flags().StringVarP(&out, "output", "o", outputTable, "output format: table|json")
 	return cmd
 }
 
 type dumpOptions struct {
 	deep, printData, indexSanity bool
+	// decode renders a record's key and value (--offsets-decoder, --transaction-log-decoder).
+	decode func(key, value []byte) (k, v string)
 }
 
 // DumpedFile is one file's contents as `gregor dump-log -o json` prints them.
@@ -198,7 +213,7 @@ func dumpFile(path string, o dumpOptions, emit func(DumpedBatch) error) (DumpedF
 			emit = func(b DumpedBatch) error { d.Batches = append(d.Batches, b); return nil }
 		}
 		var err error
-		d.Problems, err = readBatches(path, o.deep, o.printData, func(b DumpedBatch, _ batch.Header) error { return emit(b) })
+		d.Problems, err = readBatches(path, o.deep, o.printData, o.decode, func(b DumpedBatch, _ batch.Header) error { return emit(b) })
 		return d, err
 	case strings.HasSuffix(name, storage.IndexFileSuffix):
 		d.Kind = "offset-index"
@@ -248,7 +263,7 @@ func dumpFile(path string, o dumpOptions, emit func(DumpedBatch) error) (DumpedF
 // readBatches reads the .log at path batch by batch, never more than one batch in memory,
 // and hands each to visit with its header. Each batch is CRC-checked; a batch that does not
 // parse or fit ends the walk with a problem. It returns the problems found.
-func readBatches(path string, deep, printData bool, visit func(db DumpedBatch, h batch.Header) error) ([]string, error) {
+func readBatches(path string, deep, printData bool, decode func(k, v []byte) (string, string), visit func(db DumpedBatch, h batch.Header) error) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -299,7 +314,7 @@ func readBatches(path string, deep, printData bool, visit func(db DumpedBatch, h
 		}
 		prevLast = h.LastOffset()
 		if deep && crcErr == nil {
-			recs, err := decodeDumpRecords(h, buf, printData)
+			recs, err := decodeDumpRecords(h, buf, printData, decode)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("position %d: records: %v", pos, err))
 			}
@@ -335,7 +350,7 @@ func dumpedBatch(h batch.Header, pos int64, valid bool) DumpedBatch {
 }
 
 // decodeDumpRecords decodes a batch's records (decompressing them).
-func decodeDumpRecords(h batch.Header, b []byte, printData bool) ([]DumpedRecord, error) {
+func decodeDumpRecords(h batch.Header, b []byte, printData bool, decode func(k, v []byte) (string, string)) ([]DumpedRecord, error) {
 	recs, err := batch.Records(b)
 	if err != nil {
 		return nil, err
@@ -381,6 +396,9 @@ func decodeDumpRecords(h batch.Header, b []byte, printData bool) ([]DumpedRecord
 				ce := int32(binary.BigEndian.Uint32(r.Value[2:]))
 				dr.CoordinatorEpoch = &ce
 			}
+		} else if decode != nil {
+			k, v := decode(r.Key, r.Value)
+			dr.Key, dr.Payload = &k, &v
 		} else if printData {
 			if r.Key != nil {
 				k := string(r.Key)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gregor-project/gregor/internal/testutil"
@@ -48,6 +49,17 @@ func TestDumpLogE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	txn.Close()
+	// An offset commit, for the __consumer_offsets decoder.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "dump", Partition: 0, At: 7, LeaderEpoch: -1})
+	adm, err := kgo.NewClient(kgo.SeedBrokers(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kadm.NewClient(adm).CommitAllOffsets(ctx, "dump-g", offs); err != nil {
+		t.Fatal(err)
+	}
+	adm.Close()
 	mustRunCLI(t, "k:last-record\n", "produce", "dump", "--key-separator", ":", "-b", b)
 	if err := tb.Close(); err != nil {
 		t.Fatal(err)
@@ -89,6 +101,22 @@ func TestDumpLogE2E(t *testing.T) {
 	}
 	if out := mustRunCLI(t, "", "dump-log", txnIndexes[0]); !strings.Contains(out, "version: 0 producerId: ") || !strings.Contains(out, "firstOffset: 80 lastOffset: 81") {
 		t.Fatalf("transaction index:\n%s", out)
+	}
+
+	// The internal topics' records decode as Kafka's schemas lay them out.
+	decoded := func(glob string, flag string) string {
+		logs, _ := filepath.Glob(filepath.Join(tb.Dir, glob, "*.log"))
+		if len(logs) == 0 {
+			t.Fatalf("no %s segments", glob)
+		}
+		return mustRunCLI(t, "", append([]string{"dump-log", flag}, logs...)...)
+	}
+	if out := decoded("__consumer_offsets-*", "--offsets-decoder"); !strings.Contains(out, `key: {"data":{"Version":1,"Group":"dump-g","Topic":"dump","Partition":0},"type":"1"}`) ||
+		!strings.Contains(out, `"Offset":7`) {
+		t.Fatalf("--offsets-decoder:\n%s", out)
+	}
+	if out := decoded("__transaction_state-*", "--transaction-log-decoder"); !strings.Contains(out, `"TransactionalID":"dump-txn"`) || !strings.Contains(out, `"State":`) {
+		t.Fatalf("--transaction-log-decoder:\n%s", out)
 	}
 
 	// The index of a segment holding several batches has entries that name real batches.
