@@ -94,7 +94,29 @@ func (f *configEntityFlags) register(cmd *cobra.Command) {
 	_ = cmd.RegisterFlagCompletionFunc("entity-type", cobra.FixedCompletions(
 		[]string{entityTopics, entityBrokers, entityUsers, entityClients}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("topic", completeTopics)
-	_ = cmd.RegisterFlagCompletionFunc("entity-name", completeTopics)
+	_ = cmd.RegisterFlagCompletionFunc("entity-name", completeEntityName)
+}
+
+// completeEntityName completes --entity-name from the cluster for --entity-type topics
+// and brokers (users and clients have no cheap listing).
+func completeEntityName(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	switch cmd.Flag("entity-type").Value.String() {
+	case entityTopics:
+		return completeTopics(cmd, args, toComplete)
+	case entityBrokers:
+		return completeNames(cmd, toComplete, func(ctx context.Context, adm *kadm.Client) ([]string, error) {
+			bs, err := adm.ListBrokers(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var ids []string
+			for _, id := range bs.NodeIDs() {
+				ids = append(ids, strconv.Itoa(int(id)))
+			}
+			return ids, nil
+		})
+	}
+	return nil, cobra.ShellCompDirectiveNoFileComp
 }
 
 // entity resolves the flags into one entity. forAlter requires a name or a default.
@@ -488,7 +510,8 @@ func printConfigsDescriptions(cmd *cobra.Command, descs []ConfigsDescription, e 
 	return nil
 }
 
-// quotaLabel names a quota entity as kafka-configs.sh does: user-principal 'alice'.
+// quotaLabel names a quota entity as kafka-configs.sh does: user-principal 'alice', the
+// default client-id.
 func quotaLabel(d ConfigsDescription, label string) string {
 	if strings.HasPrefix(d.EntityName, "{") {
 		return d.EntityName
@@ -496,6 +519,9 @@ func quotaLabel(d ConfigsDescription, label string) string {
 	kind := "user-principal"
 	if d.EntityType == entityClients {
 		kind = "client-id"
+	}
+	if d.Default {
+		return "the default " + kind
 	}
 	return fmt.Sprintf("%s '%s'", kind, label)
 }
