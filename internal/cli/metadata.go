@@ -39,7 +39,7 @@ type metadataFlags struct {
 
 func (f *metadataFlags) register(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&f.dir, "dir", "", "the log dir (or its "+storage.MetadataLogTopic+"-0 directory) holding the metadata log")
-	cmd.PersistentFlags().StringVarP(&f.config, "config", "c", "", "the server's server.properties: the metadata log is in its first log dir")
+	cmd.PersistentFlags().StringVarP(&f.config, "config", "c", "", "the server's server.properties: the metadata log is in its metadata.log.dir, else its first log dir")
 	cmd.PersistentFlags().BoolVar(&f.uncommitted, "uncommitted", false, "also apply entries written but not known to be committed")
 	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", outputTable, "output format: table|json")
 }
@@ -58,6 +58,9 @@ func (f *metadataFlags) logDir() (string, error) {
 			return "", err
 		}
 		dir = cfg.LogDirs[0]
+		if cfg.MetadataLogDir != "" {
+			dir = cfg.MetadataLogDir
+		}
 	}
 	if filepath.Base(filepath.Clean(dir)) != storage.MetadataLogTopic+"-0" {
 		dir = filepath.Join(dir, storage.MetadataLogTopic+"-0")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -116,7 +117,7 @@ func newStorageFormatCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "format -t CLUSTER_ID -c server.properties [--ignore-formatted]",
 		Short: "Write meta.properties with a cluster id into each log dir (kafka-storage.sh format)",
-		Long: `Format each of the config's log.dirs for node.id of the cluster --cluster-id (else
+		Long: `Format each of the config's log.dirs (and metadata.log.dir) for node.id of the cluster --cluster-id (else
 the config's cluster.id): meta.properties with version=1, cluster.id and node.id, which
 the server reads at start-up. Every node of a cluster is formatted with the same cluster
 id. A dir already formatted is an error, unless --ignore-formatted (then it is left as it
@@ -145,7 +146,7 @@ is if it names the same cluster and node).`,
 				return err
 			}
 			var res []FormattedDir
-			for _, dir := range cfg.LogDirs {
+			for _, dir := range formatDirs(cfg) {
 				r := FormattedDir{Dir: dir, ClusterID: id, NodeID: cfg.NodeID, Formatted: true}
 				err := storage.FormatDir(storage.OS, dir, id, cfg.NodeID)
 				switch {
@@ -179,6 +180,16 @@ is if it names the same cluster and node).`,
 	cmd.Flags().StringVarP(&clusterID, "cluster-id", "t", "", "the cluster id (gregor storage random-uuid)")
 	cmd.Flags().BoolVarP(&ignore, "ignore-formatted", "g", false, "leave a dir already formatted (for the same cluster and node) as it is")
 	return cmd
+}
+
+// formatDirs are the dirs format and info look at: log.dirs, and metadata.log.dir when it
+// is not one of them (as kafka-storage.sh formats it too).
+func formatDirs(cfg *config.Broker) []string {
+	dirs := append([]string(nil), cfg.LogDirs...)
+	if m := cfg.MetadataLogDir; m != "" && !slices.Contains(dirs, m) {
+		dirs = append(dirs, m)
+	}
+	return dirs
 }
 
 // LogDirInfoOffline is one log dir's state as `gregor storage info -o json` prints it.
@@ -215,7 +226,7 @@ dirs of different clusters, an unreadable file).`,
 			var infos []LogDirInfoOffline
 			clusters := map[string]bool{}
 			problems := 0
-			for _, dir := range cfg.LogDirs {
+			for _, dir := range formatDirs(cfg) {
 				in := LogDirInfoOffline{Dir: dir}
 				if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 					in.Exists = true
