@@ -120,7 +120,8 @@ func newMetadataCommand() *cobra.Command {
 		Short: "Inspect the metadata log and its snapshot offline (kafka-metadata-shell.sh)",
 		Long: `Read a controller's metadata log (the newest snapshot and the write-ahead log after
 it) offline and show the cluster metadata it holds: brokers, topics, partitions and
-configs as of the last committed entry, or the log's records with their offsets.
+configs, ACLs, client quotas and SCRAM users as of the last committed entry, or the
+log's records with their offsets.
 Safe on a running node's files: nothing is written.`,
 	}
 	f.register(cmd)
@@ -131,6 +132,9 @@ Safe on a running node's files: nothing is written.`,
 		newMetadataPartitionsCommand(&f),
 		newMetadataConfigsCommand(&f),
 		newMetadataLogCommand(&f),
+		newMetadataACLsCommand(&f),
+		newMetadataQuotasCommand(&f),
+		newMetadataUsersCommand(&f),
 	)
 	return cmd
 }

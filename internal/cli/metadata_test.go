@@ -6,15 +6,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
 // metadata over the log a real node wrote: the broker, the topic with its partitions and
 // config override, and the records that made them, with their offsets.
 func TestMetadataToolE2E(t *testing.T) {
-	tb := testutil.StartBroker(t)
+	tb := testutil.StartBroker(t, "authorizer.class.name="+config.StandardAuthorizer, "super.users=User:ANONYMOUS")
 	b := tb.Addr()
 	mustRunCLI(t, "", "topic", "create", "meta", "--partitions", "3", "--replication-factor", "1", "--config", "retention.ms=1234", "-b", b)
+	mustRunCLI(t, "", "acl", "add", "-b", b, "--allow-principal", "User:alice", "--operation", "Read", "--topic", "meta")
+	mustRunCLI(t, "", "configs", "alter", "-b", b, "--client", "app", "--add-config", "producer_byte_rate=4096")
+	mustRunCLI(t, "", "configs", "alter", "-b", b, "--user", "alice", "--add-config", "SCRAM-SHA-512=[iterations=5000,password=pw]")
 	var live topicDescription
 	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "topic", "describe", "meta", "-o", "json", "-b", b)), &live); err != nil {
 		t.Fatal(err)
@@ -74,7 +78,23 @@ func TestMetadataToolE2E(t *testing.T) {
 	if out := run("metadata", "configs"); !strings.Contains(out, "TOPIC") || !strings.Contains(out, "retention.ms") || !strings.Contains(out, "1234") {
 		t.Fatalf("configs:\n%s", out)
 	}
+	if out := run("metadata", "acls"); !strings.Contains(out, "TOPIC") || !strings.Contains(out, "User:alice") || !strings.Contains(out, "READ") || !strings.Contains(out, "ALLOW") {
+		t.Fatalf("acls:\n%s", out)
+	}
+	var quotas []QuotaEntry
+	if err := json.Unmarshal([]byte(run("metadata", "quotas", "-o", "json")), &quotas); err != nil {
+		t.Fatal(err)
+	}
+	if len(quotas) != 1 || quotas[0].Entity != "{client-id=app}" || quotas[0].Values["producer_byte_rate"] != 4096 {
+		t.Fatalf("quotas: %+v", quotas)
+	}
+	if out := run("metadata", "users"); !strings.Contains(out, "alice") || !strings.Contains(out, "SCRAM-SHA-512") || !strings.Contains(out, "5000") {
+		t.Fatalf("users:\n%s", out)
+	}
 	out := run("metadata", "log")
+	if strings.Contains(out, "pw") && !strings.Contains(out, "bytes>") {
+		t.Fatalf("log shows a credential:\n%s", out)
+	}
 	if !strings.Contains(out, "TopicRecord: Name=meta TopicID="+live.TopicID) || !strings.Contains(out, "RegisterBrokerRecord:") || !strings.Contains(out, "offset: ") {
 		t.Fatalf("log:\n%s", out)
 	}
