@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -34,16 +33,6 @@ func newStorageCommand() *cobra.Command {
 	return cmd
 }
 
-// newClusterID returns a random cluster id as Kafka's Uuid.randomUuid().toString() renders
-// one: 16 random bytes in URL-safe base64 without padding (22 characters).
-func newClusterID() (string, error) {
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(u[:]), nil
-}
-
 // checkClusterID accepts what Kafka's Uuid.fromString accepts: 22 characters of URL-safe
 // base64 that decode to 16 bytes.
 func checkClusterID(id string) error {
@@ -65,10 +54,7 @@ func newStorageRandomUUIDCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			id, err := newClusterID()
-			if err != nil {
-				return err
-			}
+			id := config.NewClusterID() // as Kafka's Uuid.randomUuid().toString(): 22 characters
 			if format == outputJSON {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{"cluster_id": id})
 			}

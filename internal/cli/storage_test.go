@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
@@ -67,5 +68,35 @@ func TestStorageToolE2E(t *testing.T) {
 	}
 	if out := mustRunCLI(t, "", "storage", "info", "-c", props); !strings.Contains(out, "Found metadata: {cluster.id="+id+", node.id=1, version=1}") {
 		t.Fatalf("info after start:\n%s", out)
+	}
+}
+
+// A node of a quorum (which refuses to format its dir itself) started as a real process
+// with no cluster.id in its config, on a dir `gregor storage format` formatted: it runs,
+// and serves the cluster id format wrote.
+func TestStorageFormatThenServerProcess(t *testing.T) {
+	id := config.NewClusterID()
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 1, BeforeStart: func(n *testutil.Node) {
+		data, err := os.ReadFile(n.ConfigFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "cluster.id") {
+				kept = append(kept, line)
+			}
+		}
+		if err := os.WriteFile(n.ConfigFile, []byte(strings.Join(kept, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRunCLI(t, "", "storage", "format", "-t", id, "-c", n.ConfigFile)
+	}})
+	var d ClusterDescription
+	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "cluster", "describe", "-o", "json", "-b", strings.Join(c.Bootstrap(), ","))), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.ClusterID != id {
+		t.Fatalf("the node serves cluster id %q, format wrote %q", d.ClusterID, id)
 	}
 }
