@@ -153,6 +153,7 @@ each partition's new low watermark; the command fails if any partition failed.`,
 						return err
 					}
 				} else {
+					fmt.Fprintln(w, "Executing records delete operation")
 					fmt.Fprintln(w, "Records delete operation completed:")
 					for _, r := range rows {
 						if r.Error != "" {
