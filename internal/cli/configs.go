@@ -158,6 +158,10 @@ func (f *configEntityFlags) entity(cmd *cobra.Command, forAlter bool) (configEnt
 		return configEntity{}, errors.New("name an entity: --entity-type with --entity-name or --entity-default, or --topic, --broker, --broker-defaults, --user, --user-defaults, --client, --client-defaults")
 	case len(parts) == 1:
 		e = parts[0]
+	case len(parts) == 2 && parts[0].typ == entityClients && parts[1].typ == entityUsers:
+		e = parts[1]
+		c := parts[0]
+		e.client = &c
 	case len(parts) == 2 && parts[0].typ == entityUsers && parts[1].typ == entityClients:
 		e = parts[0]
 		c := parts[1]

@@ -93,3 +93,37 @@ func TestParseTopicPartitions(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigEntityFlags(t *testing.T) {
+	entity := func(args ...string) (configEntity, error) {
+		var ef configEntityFlags
+		cmd := &cobra.Command{Use: "x"}
+		ef.register(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return ef.entity(cmd, true)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--entity-type", "users", "--entity-name", "alice", "--client", "app"}, "user-principal 'alice', client-id 'app'"},
+		{[]string{"--client", "app", "--user", "alice"}, "user-principal 'alice', client-id 'app'"},
+		{[]string{"--user-defaults", "--client-defaults"}, "the default user-principal, the default client-id"},
+		{[]string{"--entity-type", "brokers", "--entity-default"}, "default broker"},
+		{[]string{"--entity-type", "brokers", "--entity-name", "2"}, "broker '2'"},
+		{[]string{"--topic", "orders"}, "topic 'orders'"},
+	} {
+		e, err := entity(c.args...)
+		if err != nil || e.String() != c.want {
+			t.Errorf("%v: got %q, %v; want %q", c.args, e.String(), err, c.want)
+		}
+	}
+	if _, err := entity("--topic", ""); err == nil {
+		t.Error("an empty topic name was taken")
+	}
+	if _, err := entity("--entity-type", "topics", "--entity-name", "a", "--entity-default"); err == nil {
+		t.Error("a name and the default were taken together")
+	}
+}
