@@ -35,7 +35,8 @@ const DefaultBootstrapServer = "127.0.0.1:9092"
 
 // AddCommands adds the tools (topic, produce, consume, group, txn, cluster,
 // reassign, leader, quota, bench, acl, user, configs, log-dirs, offsets,
-// records, dump-log, storage, metadata) to root, with name completion.
+// records, dump-log, storage, metadata, metadata-quorum) to root, with name
+// completion.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
 		newTopicCommand(),
@@ -57,6 +58,7 @@ func AddCommands(root *cobra.Command) {
 		newDumpLogCommand(),
 		newStorageCommand(),
 		newMetadataCommand(),
+		newMetadataQuorumCommand(),
 	)
 	registerCompletions(root)
 }

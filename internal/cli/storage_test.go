@@ -73,7 +73,8 @@ func TestStorageToolE2E(t *testing.T) {
 
 // A node of a quorum (which refuses to format its dir itself) started as a real process
 // with no cluster.id in its config, on a dir `gregor storage format` formatted: it runs,
-// and serves the cluster id format wrote.
+// and serves the cluster id format wrote. Its controller listener then answers
+// `gregor metadata-quorum describe`.
 func TestStorageFormatThenServerProcess(t *testing.T) {
 	id := config.NewClusterID()
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 1, BeforeStart: func(n *testutil.Node) {
@@ -98,5 +99,21 @@ func TestStorageFormatThenServerProcess(t *testing.T) {
 	}
 	if d.ClusterID != id {
 		t.Fatalf("the node serves cluster id %q, format wrote %q", d.ClusterID, id)
+	}
+
+	// The same process's controller listener answers metadata-quorum describe.
+	ctrl := c.Nodes()[0].ControllerAddr()
+	var st QuorumStatus
+	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "metadata-quorum", "describe", "--bootstrap-controller", ctrl, "-o", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.LeaderID != 1 || st.LeaderEpoch < 1 || st.HighWatermark <= 0 || len(st.Voters) != 1 || st.Voters[0] != 1 || st.Replicas[0].Status != "Leader" {
+		t.Fatalf("metadata-quorum describe: %+v", st)
+	}
+	if out := mustRunCLI(t, "", "metadata-quorum", "describe", "--bootstrap-controller", ctrl); !strings.Contains(out, "LeaderId:               1") || !strings.Contains(out, "CurrentVoters:          [1]") {
+		t.Fatalf("--status:\n%s", out)
+	}
+	if out := mustRunCLI(t, "", "metadata-quorum", "describe", "--bootstrap-controller", ctrl, "--replication"); !strings.Contains(out, "Leader") || !strings.Contains(out, "LogEndOffset") {
+		t.Fatalf("--replication:\n%s", out)
 	}
 }
