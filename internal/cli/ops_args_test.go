@@ -61,6 +61,7 @@ func TestOpsToolsArgumentErrors(t *testing.T) {
 		{[]string{"dump-log"}, "at least one"},
 		{[]string{"storage", "format", "-t", "x"}, "--config"},
 		{[]string{"metadata", "info"}, "--dir"},
+		{[]string{"metadata-quorum", "describe"}, "bootstrap-controller"},
 	} {
 		if _, err := runCLI(t, "", tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("gregor %s: got error %v, want one mentioning %q", strings.Join(tt.args, " "), err, tt.want)
