@@ -240,6 +240,23 @@ func TestOpsToolsE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("topic add-partitions", func(t *testing.T) {
+		run("topic", "create", "grow", "--partitions", "1", "--replication-factor", "1")
+		if out := run("topic", "add-partitions", "grow", "--partitions", "3"); !strings.Contains(out, "Topic grow now has 3 partitions.") {
+			t.Fatalf("add-partitions: %q", out)
+		}
+		md, err := adm.Metadata(ctx, "grow")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(md.Topics["grow"].Partitions); n != 3 {
+			t.Fatalf("grow has %d partitions, want 3", n)
+		}
+		if _, err := runCLI(t, "", "topic", "add-partitions", "grow", "--partitions", "2", "-b", b); err == nil || !strings.Contains(err.Error(), "INVALID_PARTITIONS") {
+			t.Fatalf("shrinking: %v", err)
+		}
+	})
+
 	t.Run("log-dirs describe", func(t *testing.T) {
 		var rep LogDirsReport
 		if err := json.Unmarshal([]byte(run("log-dirs", "describe", "--topic-list", topic, "-o", "json")), &rep); err != nil {
