@@ -91,11 +91,11 @@ func checkDir(dir string, progress io.Writer) (DirCheck, error) {
 	}
 	var parts []string
 	for _, e := range ents {
-		if !e.IsDir() || !storage.IsPartitionDirName(e.Name()) {
+		if !e.IsDir() {
 			continue
 		}
-		if tp, _ := storage.ParsePartitionDir(e.Name()); tp.Topic == storage.MetadataLogTopic {
-			continue
+		if tp, ok := storage.ParsePartitionDir(e.Name()); !ok || tp.Topic == storage.MetadataLogTopic {
+			continue // not a partition (being deleted, a future replica), or the metadata log
 		}
 		parts = append(parts, e.Name())
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // Offline inspection of a log dir's files, for tools (gregor dump-log, gregor storage): the
@@ -166,10 +165,3 @@ func FormatDir(fs FS, dir, clusterID string, nodeID int32) error {
 
 // ErrAlreadyFormatted: FormatDir on a dir formatted for the same cluster and node.
 var ErrAlreadyFormatted = errors.New("storage: log dir is already formatted")
-
-// IsPartitionDirName reports whether a directory name in a log dir is a partition's (the
-// metadata log's included).
-func IsPartitionDirName(name string) bool {
-	_, ok := ParsePartitionDir(name)
-	return ok && !strings.HasSuffix(name, "-delete")
-}
