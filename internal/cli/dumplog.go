@@ -45,6 +45,8 @@ func newDumpLogCommand() *cobra.Command {
   *.txnindex               the aborted transactions
   *.snapshot               the producer state snapshot (ids, epochs, sequences)
   leader-epoch-checkpoint  epochs and their start offsets
+--offsets-decoder and --transaction-log-decoder decode the records of __consumer_offsets
+and __transaction_state segments with Kafka's own record schemas.
 A directory (a partition's, or a whole log dir) is checked instead: CRCs, offsets
 increasing, index entries pointing at their batch inside the .log, time index entries
 inside their segment, checkpoints readable. Problems are printed and the exit status is 1.`,
