@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
@@ -45,6 +46,9 @@ func newDumpLogCommand() *cobra.Command {
   *.txnindex               the aborted transactions
   *.snapshot               the producer state snapshot (ids, epochs, sequences)
   leader-epoch-checkpoint  epochs and their start offsets
+  __cluster_metadata-0/wal-*.log, snap-*.snap
+                           the metadata log's records after its snapshot, with offsets
+                           (as gregor metadata log)
 --offsets-decoder and --transaction-log-decoder decode the records of __consumer_offsets
 and __transaction_state segments with Kafka's own record schemas.
 A directory (a partition's, or a whole log dir) is checked instead: CRCs, offsets
@@ -105,6 +109,9 @@ type DumpedFile struct {
 	Problems  []string                   `json:"problems,omitempty"`
 	// Check is set for a directory: what its integrity check found.
 	Check *DirCheck `json:"check,omitempty"`
+	// MetadataRecords are the records of a metadata log WAL file (wal-*.log of
+	// __cluster_metadata-0), as `gregor metadata log` prints them.
+	MetadataRecords []MetadataRecord `json:"metadata_records,omitempty"`
 }
 
 // DumpedBatch is one record batch of a .log.
@@ -170,7 +177,7 @@ func runDumpLog(cmd *cobra.Command, format string, o dumpOptions, args []string)
 			problems += c.problemCount()
 		} else {
 			var emit func(DumpedBatch) error
-			if format != outputJSON && strings.HasSuffix(path, storage.LogFileSuffix) {
+			if format != outputJSON && strings.HasSuffix(path, storage.LogFileSuffix) && !isMetadataLogFile(path) {
 				printDumpHeader(w, path, "log")
 				emit = func(b DumpedBatch) error { return printBatch(w, b, o) }
 			}
@@ -210,6 +217,19 @@ func dumpFile(path string, o dumpOptions, emit func(DumpedBatch) error) (DumpedF
 	fs := storage.OS
 	d := DumpedFile{File: path}
 	switch {
+	case isMetadataLogFile(path):
+		// The metadata log is raft's WAL and snapshots, not Kafka segments: decode the
+		// whole directory as `gregor metadata log` does (Kafka's --cluster-metadata-decoder).
+		d.Kind = "metadata-log"
+		l, err := quorum.ReadOffline(fs, filepath.Dir(path))
+		if err != nil {
+			return d, err
+		}
+		d.MetadataRecords = metadataRecords(l, 0, 0)
+		if l.TornBytes > 0 {
+			d.Problems = append(d.Problems, fmt.Sprintf("%s: %d bytes of a torn write at the end (dropped at the next start)", l.WAL, l.TornBytes))
+		}
+		return d, nil
 	case strings.HasSuffix(name, storage.LogFileSuffix):
 		d.Kind = "log"
 		if emit == nil {
@@ -261,6 +281,14 @@ func dumpFile(path string, o dumpOptions, emit func(DumpedBatch) error) (DumpedF
 		return d, err
 	}
 	return d, fmt.Errorf("%s: not a .log, .index, .timeindex, .txnindex, .snapshot or leader-epoch-checkpoint file", path)
+}
+
+// isMetadataLogFile reports whether path is a file of the metadata log's directory (its WAL
+// or a snapshot), which is not in Kafka's segment format.
+func isMetadataLogFile(path string) bool {
+	name := filepath.Base(path)
+	return filepath.Base(filepath.Dir(path)) == storage.MetadataLogTopic+"-0" &&
+		(strings.HasPrefix(name, "wal-") || strings.HasPrefix(name, "snap-"))
 }
 
 // readBatches reads the .log at path batch by batch, never more than one batch in memory,
@@ -526,6 +554,10 @@ func printDump(w io.Writer, d DumpedFile, o dumpOptions) error {
 	case "leader-epoch-checkpoint":
 		for _, e := range d.Epochs {
 			fmt.Fprintf(w, "epoch: %d startOffset: %d\n", e.Epoch, e.StartOffset)
+		}
+	case "metadata-log":
+		if err := printMetadataRecords(w, d.MetadataRecords); err != nil {
+			return err
 		}
 	}
 	printProblems(w, d.Problems)

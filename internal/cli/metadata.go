@@ -421,18 +421,7 @@ known to be committed. Snapshot contents are shown by the other subcommands.`,
 			if err != nil {
 				return err
 			}
-			out := []MetadataRecord{}
-			for _, e := range l.Entries {
-				if int64(e.Index) < from {
-					continue
-				}
-				for _, r := range e.Records {
-					if limit > 0 && int64(len(out)) >= limit {
-						break
-					}
-					out = append(out, MetadataRecord{Offset: e.Index, Term: e.Term, Committed: e.Index <= l.Commit, Type: recordTypeName(r), Fields: recordFields(r)})
-				}
-			}
+			out := metadataRecords(l, from, limit)
 			w := cmd.OutOrStdout()
 			if format == outputJSON {
 				return writeJSON(w, out)
@@ -443,6 +432,24 @@ known to be committed. Snapshot contents are shown by the other subcommands.`,
 	cmd.Flags().Int64Var(&from, "from", 0, "start at this offset")
 	cmd.Flags().Int64Var(&limit, "limit", 0, "print at most this many records (0: all)")
 	return cmd
+}
+
+// metadataRecords lists the records of the log's entries from offset from on, at most limit
+// of them (0: all).
+func metadataRecords(l *quorum.OfflineLog, from, limit int64) []MetadataRecord {
+	out := []MetadataRecord{}
+	for _, e := range l.Entries {
+		if int64(e.Index) < from {
+			continue
+		}
+		for _, r := range e.Records {
+			if limit > 0 && int64(len(out)) >= limit {
+				return out
+			}
+			out = append(out, MetadataRecord{Offset: e.Index, Term: e.Term, Committed: e.Index <= l.Commit, Type: recordTypeName(r), Fields: recordFields(r)})
+		}
+	}
+	return out
 }
 
 func printMetadataRecords(w io.Writer, recs []MetadataRecord) error {

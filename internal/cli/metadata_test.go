@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,6 +98,15 @@ func TestMetadataToolE2E(t *testing.T) {
 	}
 	if !strings.Contains(out, "TopicRecord: Name=meta TopicID="+live.TopicID) || !strings.Contains(out, "RegisterBrokerRecord:") || !strings.Contains(out, "offset: ") {
 		t.Fatalf("log:\n%s", out)
+	}
+	// dump-log of the WAL file decodes it the same way (kafka-dump-log.sh
+	// --cluster-metadata-decoder).
+	wals, _ := filepath.Glob(filepath.Join(tb.Dir, "__cluster_metadata-0", "wal-*.log"))
+	if len(wals) != 1 {
+		t.Fatalf("WAL files: %v", wals)
+	}
+	if dumped := mustRunCLI(t, "", "dump-log", wals[0]); !strings.Contains(dumped, "TopicRecord: Name=meta TopicID="+live.TopicID) {
+		t.Fatalf("dump-log of the metadata WAL:\n%s", dumped)
 	}
 	var recs []MetadataRecord
 	if err := json.Unmarshal([]byte(run("metadata", "log", "-o", "json")), &recs); err != nil {
