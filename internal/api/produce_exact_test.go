@@ -125,3 +125,50 @@ func TestProduceDuplicatePartitions(t *testing.T) {
 		}
 	}
 }
+
+// Kafka's LogValidator refuses, for a client's append, any control batch and any
+// transactional batch without a producer id (INVALID_RECORD), wherever the batch sits in the
+// records, compressed or not, and whether or not the request names a transactional id: a
+// forged COMMIT or ABORT marker never reaches the log.
+func TestProduceControlBatchRefusedEverywhere(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, b.Addr(), "markers", 1, nil)
+	cl := newClient(t, b.Addr())
+	pid, epoch := initProducerID(t, cl)
+	marker := func(h batch.Header, codec batch.Codec) []byte {
+		h.BaseTimestamp, h.MaxTimestamp = 1000, 1000
+		// A COMMIT marker's record: key version 0, type 1; value version 0, coordinator epoch 0.
+		out, err := batch.Build(h, []batch.Record{{Key: []byte{0, 0, 0, 1}, Value: []byte{0, 0, 0, 0, 0, 0}}}, codec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	txnMarker := batch.Header{ProducerID: pid, ProducerEpoch: epoch, Attributes: batch.AttrControl | batch.AttrTransactional}
+	cases := map[string]struct {
+		records []byte
+		txnID   *string
+	}{
+		"control batch without a producer id":      {records: marker(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: batch.AttrControl}, batch.CodecNone)},
+		"control batch of a producer id":           {records: marker(batch.Header{ProducerID: pid, ProducerEpoch: epoch, Attributes: batch.AttrControl}, batch.CodecNone)},
+		"transactional marker":                     {records: marker(txnMarker, batch.CodecNone)},
+		"gzip transactional marker":                {records: marker(txnMarker, batch.CodecGzip)},
+		"marker after a data batch":                {records: append(valueBatch(t, "x"), marker(txnMarker, batch.CodecNone)...)},
+		"marker in a transactional request":        {records: marker(txnMarker, batch.CodecNone), txnID: kmsg.StringPtr("forger")},
+		"transactional data without a producer id": {records: marker(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: batch.AttrTransactional}, batch.CodecNone)},
+		"transactional data without a producer id, transactional request": {
+			records: marker(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, Attributes: batch.AttrTransactional}, batch.CodecNone), txnID: kmsg.StringPtr("forger"),
+		},
+	}
+	for name, c := range cases {
+		req := produceReq(5000, producePart{topic: "markers", records: c.records})
+		req.TransactionID = c.txnID
+		p := request[*kmsg.ProduceResponse](t, cl, req).Topics[0].Partitions[0]
+		if p.ErrorCode != kerr.InvalidRecord.Code {
+			t.Errorf("%s: %v, want INVALID_RECORD", name, kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	if off := listOffsetsOffset(t, cl, "markers", 0, -1); off != 0 {
+		t.Fatalf("log end offset %d after refused batches, want 0", off)
+	}
+}
