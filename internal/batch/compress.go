@@ -23,7 +23,9 @@ import (
 // lz4 or zstd state costs far more than the data of a typical batch.
 
 // MaxDecompressedSize caps what one Decompress may produce: a larger output fails with
-// ErrCorrupt, so a small compressed bomb cannot exhaust memory.
+// ErrCorrupt, so a small compressed bomb cannot exhaust memory. It bounds only what is
+// decompressed into memory; a produced batch is validated streaming (ValidateRecords), with
+// no cap on its decompressed size.
 const MaxDecompressedSize = 64 << 20
 
 // Compress returns raw compressed with codec in a new slice. For CodecNone it returns raw

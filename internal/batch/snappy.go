@@ -121,3 +121,9 @@ func snappyLen(block []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// decodeSnappyBlock decodes one raw snappy block into dst, whose length is the block's
+// declared decoded length.
+func decodeSnappyBlock(dst, block []byte) ([]byte, error) {
+	return s2.Decode(dst, block)
+}
