@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
@@ -170,5 +171,43 @@ func TestProduceControlBatchRefusedEverywhere(t *testing.T) {
 	}
 	if off := listOffsetsOffset(t, cl, "markers", 0, -1); off != 0 {
 		t.Fatalf("log end offset %d after refused batches, want 0", off)
+	}
+}
+
+// A zstd batch whose records decompress to 80 MiB (80 records of 1 MiB) is accepted, as
+// Kafka accepts it (no cap on the decompressed size), and read back whole by a consumer.
+func TestProduceLargeDecompressedBatch(t *testing.T) {
+	b := testutil.StartBroker(t)
+	createTopic(t, b.Addr(), "large", 1, nil)
+	cl := newClient(t, b.Addr())
+	const n = 80
+	h := batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1000, MaxTimestamp: 1000 + n - 1, LastOffsetDelta: n - 1}
+	value := make([]byte, 1<<20)
+	recs := make([]batch.Record, n)
+	for i := range recs {
+		recs[i] = batch.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: value}
+	}
+	z, err := batch.Build(h, recs, batch.CodecZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(z) > 1<<20 {
+		t.Fatalf("the compressed batch is %d bytes, more than max.message.bytes", len(z))
+	}
+	if p := produceRaw(t, cl, "large", z); p.ErrorCode != 0 {
+		t.Fatalf("produce of a batch decompressing to %d MiB: %v", n, kerr.ErrorForCode(p.ErrorCode))
+	}
+	if off := listOffsetsOffset(t, cl, "large", 0, -1); off != n {
+		t.Fatalf("high watermark %d, want %d", off, n)
+	}
+	// Looking up by time reads the records of the batch.
+	if off := listOffsetsOffset(t, cl, "large", 0, 1000+n/2); off != n/2 {
+		t.Fatalf("offset for timestamp %d: %d, want %d", 1000+n/2, off, n/2)
+	}
+	got := consumeN(t, b.Addr(), "large", n, kgo.FetchMaxPartitionBytes(2<<20))
+	for i, r := range got {
+		if r.Offset != int64(i) || len(r.Value) != len(value) {
+			t.Fatalf("record %d: offset %d, %d bytes", i, r.Offset, len(r.Value))
+		}
 	}
 }

@@ -33,11 +33,44 @@ const (
 	maxZstdWindow    = 1 << 27
 )
 
+// visitFunc is given each record's timestamp and offset deltas in order; returning false
+// ends the walk there.
+type visitFunc func(timestampDelta int64, offsetDelta int32) (more bool)
+
+// EachRecord calls visit with the timestamp and offset deltas of each record of the v2 batch
+// b (len(b) == its Size()), in order, until visit returns false. The records are decoded as
+// a stream, keys and values skipped, so no decompressed size is refused and memory stays
+// bounded. Each record's structure is checked as Records checks it (offset deltas may have
+// gaps: compaction leaves them); visit may have been called for the records before an error.
+// A visit that ends the walk early skips the checks of the rest.
+func EachRecord(b []byte, visit func(timestampDelta int64, offsetDelta int32) (more bool)) error {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return err
+	}
+	if h.Size() != len(b) {
+		return fmt.Errorf("%w: batch length %d declares %d bytes, have %d", ErrCorrupt, h.BatchLength, h.Size(), len(b))
+	}
+	if h.RecordCount < 0 {
+		return fmt.Errorf("%w: record count %d", ErrInvalidRecord, h.RecordCount)
+	}
+	return walkRecordsSection(h.Codec(), b[HeaderSize:], h.RecordCount, visit)
+}
+
 // walkCompressed checks that data, the records section of a batch compressed with codec,
 // decompresses to exactly count well-formed records with offset deltas 0..count-1.
 // Decompression failures are ErrCorrupt, record structure errors ErrInvalidRecord.
 func walkCompressed(codec Codec, data []byte, count int32) error {
+	return walkRecordsSection(codec, data, count, nil)
+}
+
+// walkRecordsSection walks the count records of data, a records section of codec, calling
+// visit for each; with visit nil it checks that the offset deltas are 0..count-1.
+func walkRecordsSection(codec Codec, data []byte, count int32, visit visitFunc) error {
 	switch codec {
+	case CodecNone:
+		r := bytes.NewReader(data)
+		return walkStream(codec, r, count, visit)
 	case CodecGzip:
 		r := gzipReaders.Get().(*gzipReader)
 		defer gzipReaders.Put(r)
@@ -46,9 +79,9 @@ func walkCompressed(codec Codec, data []byte, count int32) error {
 		if err := r.zr.Reset(&r.in); err != nil {
 			return fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
 		}
-		return walkStream(codec, &r.zr, count)
+		return walkStream(codec, &r.zr, count, visit)
 	case CodecSnappy:
-		return walkStream(codec, newSnappyReader(data), count)
+		return walkStream(codec, newSnappyReader(data), count, visit)
 	case CodecLZ4:
 		r := lz4Readers.Get().(*lz4Reader)
 		defer lz4Readers.Put(r)
@@ -58,10 +91,10 @@ func walkCompressed(codec Codec, data []byte, count int32) error {
 			r.in.Reset(nil)
 			r.zr.Reset(nil)
 		}()
-		return walkStream(codec, r.zr, count)
+		return walkStream(codec, r.zr, count, visit)
 	case CodecZstd:
 		d := zstdStreams.Get().(*zstd.Decoder)
-		err := walkZstd(d, data, count)
+		err := walkZstd(d, data, count, visit)
 		if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 			// A window larger than the pooled decoders take: a decoder of its own, up to
 			// zstd's default limit, whose memory goes when it does.
@@ -69,7 +102,7 @@ func walkCompressed(codec Codec, data []byte, count int32) error {
 			if nerr != nil {
 				return nerr
 			}
-			err = walkZstd(big, data, count)
+			err = walkZstd(big, data, count, visit)
 			big.Close()
 		}
 		zstdStreams.Put(d)
@@ -80,12 +113,12 @@ func walkCompressed(codec Codec, data []byte, count int32) error {
 
 // walkZstd walks data decoded by the streaming decoder d, leaving d holding no reference to
 // data.
-func walkZstd(d *zstd.Decoder, data []byte, count int32) error {
+func walkZstd(d *zstd.Decoder, data []byte, count int32, visit visitFunc) error {
 	in := bytes.NewReader(data)
 	if err := d.Reset(in); err != nil {
 		return fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 	}
-	err := walkStream(CodecZstd, d, count)
+	err := walkStream(CodecZstd, d, count, visit)
 	if rerr := d.Reset(nil); rerr != nil && err == nil {
 		err = rerr
 	}
@@ -119,9 +152,9 @@ type recordWalker struct {
 
 var bufReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, streamBufferSize) }}
 
-// walkStream checks that r yields exactly count records with offset deltas 0..count-1 and
-// then ends.
-func walkStream(codec Codec, r io.Reader, count int32) error {
+// walkStream checks that r yields exactly count records and then ends, calling visit for
+// each record (with visit nil, checking that the offset deltas are 0..count-1).
+func walkStream(codec Codec, r io.Reader, count int32, visit visitFunc) error {
 	w := recordWalker{codec: codec, cr: codecReader{r: r}}
 	w.br = bufReaders.Get().(*bufio.Reader)
 	w.br.Reset(&w.cr)
@@ -130,8 +163,15 @@ func walkStream(codec Codec, r io.Reader, count int32) error {
 		bufReaders.Put(w.br)
 	}()
 	for n := int32(0); n < count; n++ {
-		if err := w.record(n); err != nil {
+		ts, delta, err := w.record()
+		if err != nil {
 			return w.fail(fmt.Errorf("record %d of %d: %w", n, count, err))
+		}
+		if visit == nil && delta != n {
+			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, n, delta)
+		}
+		if visit != nil && !visit(ts, delta) {
+			return nil
 		}
 	}
 	if _, err := w.br.ReadByte(); err != io.EOF {
@@ -151,33 +191,35 @@ func (w *recordWalker) fail(err error) error {
 	return err
 }
 
-// record reads record n, checking its structure as readRecord does.
-func (w *recordWalker) record(n int32) error {
+// record reads the next record, checking its structure as readRecord does, and returns its
+// timestamp and offset deltas.
+func (w *recordWalker) record() (ts int64, delta int32, err error) {
 	w.left = 5 // the length varint itself
 	length, err := w.varint32()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: the records end early", ErrInvalidRecord)
+			return 0, 0, fmt.Errorf("%w: the records end early", ErrInvalidRecord)
 		}
-		return fmt.Errorf("%w: bad record length varint", ErrInvalidRecord)
+		return 0, 0, fmt.Errorf("%w: bad record length varint", ErrInvalidRecord)
 	}
 	if length <= 0 {
-		return fmt.Errorf("%w: record length %d", ErrInvalidRecord, length)
+		return 0, 0, fmt.Errorf("%w: record length %d", ErrInvalidRecord, length)
 	}
 	w.left = int64(length)
 	if _, err := w.byte(); err != nil { // attributes
-		return err
+		return 0, 0, err
 	}
-	if _, err := w.varint64(); err != nil {
-		return fmt.Errorf("%w: bad timestamp delta: %w", ErrInvalidRecord, err)
+	if ts, err = w.varint64(); err != nil {
+		return 0, 0, fmt.Errorf("%w: bad timestamp delta: %w", ErrInvalidRecord, err)
 	}
-	delta, err := w.varint32()
-	if err != nil {
-		return fmt.Errorf("%w: bad offset delta: %w", ErrInvalidRecord, err)
+	if delta, err = w.varint32(); err != nil {
+		return 0, 0, fmt.Errorf("%w: bad offset delta: %w", ErrInvalidRecord, err)
 	}
-	if delta != n {
-		return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, n, delta)
-	}
+	return ts, delta, w.rest(length)
+}
+
+// rest reads the key, value and headers of the current record of declared length.
+func (w *recordWalker) rest(length int32) error {
 	if err := w.skipBytes(-1); err != nil { // key
 		return fmt.Errorf("%w: bad key: %w", ErrInvalidRecord, err)
 	}
