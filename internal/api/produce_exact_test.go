@@ -210,4 +210,13 @@ func TestProduceLargeDecompressedBatch(t *testing.T) {
 			t.Fatalf("record %d: offset %d, %d bytes", i, r.Offset, len(r.Value))
 		}
 	}
+	// A topic of another compression.type recompresses it, as a stream, without a cap.
+	lz4 := "lz4"
+	createTopic(t, b.Addr(), "large-lz4", 1, map[string]*string{"compression.type": &lz4})
+	if p := produceRaw(t, cl, "large-lz4", z); p.ErrorCode != 0 {
+		t.Fatalf("produce to an lz4 topic of a batch decompressing to %d MiB: %v", n, kerr.ErrorForCode(p.ErrorCode))
+	}
+	if got := consumeN(t, b.Addr(), "large-lz4", n, kgo.FetchMaxPartitionBytes(2<<20)); len(got) != n || len(got[n-1].Value) != len(value) {
+		t.Fatalf("read %d records back from the lz4 topic", len(got))
+	}
 }

@@ -38,10 +38,10 @@
 //	varint.go    zig-zag varints
 //
 // Nothing here panics on malformed input or allocates in proportion to a declared count
-// rather than to the bytes actually present. Validating a compressed batch streams its
-// records and accepts any decompressed size, as Kafka does; what decompresses records into
-// memory (Records, Decompress, UpConvert: recompression, legacy up-conversion and the
-// coordinators' loads) is capped at MaxDecompressedSize.
+// rather than to the bytes actually present. Validating, recompressing and searching a
+// compressed batch stream its records and accept any decompressed size, as Kafka does; what
+// decompresses records into memory (Records, Decompress, UpConvert: legacy up- and
+// down-conversion, the coordinators' loads, the cleaner) is capped at MaxDecompressedSize.
 package batch
 
 import "errors"

@@ -2,9 +2,11 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -24,8 +26,8 @@ import (
 
 // MaxDecompressedSize caps what one Decompress may produce: a larger output fails with
 // ErrCorrupt, so a small compressed bomb cannot exhaust memory. It bounds only what is
-// decompressed into memory; a produced batch is validated streaming (ValidateRecords), with
-// no cap on its decompressed size.
+// decompressed into memory; a produced batch is validated and recompressed as a stream
+// (ValidateRecords, Recompress), with no cap on its decompressed size.
 const MaxDecompressedSize = 64 << 20
 
 // Compress returns raw compressed with codec in a new slice. For CodecNone it returns raw
@@ -47,7 +49,10 @@ func Decompress(codec Codec, data []byte) ([]byte, error) {
 // Recompress returns a new batch with the same header fields, offsets and records as the v2
 // batch b, compressed with codec (CodecNone: uncompressed), and a fresh CRC. b's CRC is
 // checked first so that recompression never launders a corrupt batch (ErrBadCRC). When b
-// already uses codec the result is a copy of b.
+// already uses codec the result is a copy of b. The records go from the old codec to the new
+// as a stream (a record's bytes are the same whatever compresses them), so no decompressed
+// size is refused and only the new batch is held whole; b's records are not checked here
+// (ValidateRecords first).
 func Recompress(b []byte, codec Codec) ([]byte, error) {
 	h, err := CheckCRC(b)
 	if err != nil {
@@ -59,12 +64,83 @@ func Recompress(b []byte, codec Codec) ([]byte, error) {
 	if h.Codec() == codec {
 		return bytes.Clone(b), nil
 	}
-	recs, err := Records(b)
+	var out []byte
+	err = withRecords(h.Codec(), b[HeaderSize:], func(r io.Reader) error {
+		dst := make([]byte, HeaderSize, HeaderSize+len(b))
+		copy(dst, b[:HeaderSize])
+		var err error
+		out, err = appendCompressedFrom(dst, codec, &codecReader{r: r})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return Build(h, recs, codec)
+	if len(out)-LogOverhead > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: batch of %d bytes", ErrInvalidRecord, len(out))
+	}
+	be := binary.BigEndian
+	be.PutUint32(out[offBatchLength:], uint32(len(out)-LogOverhead))
+	be.PutUint16(out[offAttributes:], uint16(h.Attributes&^AttrCodecMask|int16(codec)))
+	putCRC(out)
+	return out, nil
 }
+
+// appendCompressedFrom appends what r yields, compressed with codec (none: as it is), to
+// dst, reading and compressing it a buffer at a time. An error reading r is ErrCorrupt.
+func appendCompressedFrom(dst []byte, codec Codec, r *codecReader) ([]byte, error) {
+	aw := &appendWriter{b: dst}
+	var zw io.WriteCloser
+	switch codec {
+	case CodecNone:
+	case CodecGzip:
+		w := gzipWriters.Get().(*gzipWriter)
+		defer gzipWriters.Put(w)
+		w.zw.Reset(aw)
+		defer w.zw.Reset(nil)
+		zw = w.zw
+	case CodecSnappy:
+		zw = &xerialWriter{out: aw}
+	case CodecLZ4:
+		w := lz4Writers.Get().(*lz4Writer)
+		defer lz4Writers.Put(w)
+		w.zw.Reset(aw)
+		defer w.zw.Reset(nil)
+		zw = w.zw
+	case CodecZstd:
+		e := zstdEncoders.Get().(*zstd.Encoder)
+		defer zstdEncoders.Put(e)
+		e.Reset(aw)
+		defer e.Reset(io.Discard) // hold no reference to aw
+		zw = e
+	default:
+		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
+	}
+	var w io.Writer = aw
+	if zw != nil {
+		w = zw
+	}
+	buf := bufPool.Get().(*[]byte)
+	_, err := io.CopyBuffer(w, struct{ io.Reader }{r}, *buf)
+	bufPool.Put(buf)
+	if zw != nil {
+		if cerr := zw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, r.err)
+		}
+		return nil, err
+	}
+	return aw.b, nil
+}
+
+// bufPool holds the copy buffers of appendCompressedFrom.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, streamBufferSize)
+	return &b
+}}
 
 // appendCompressed appends raw compressed with codec (not none) to dst.
 func appendCompressed(dst []byte, codec Codec, raw []byte) ([]byte, error) {

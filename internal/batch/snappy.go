@@ -33,22 +33,69 @@ const (
 
 // appendXerial appends raw snappy-compressed in xerial framing to dst.
 func appendXerial(dst, raw []byte) []byte {
-	dst = append(dst, xerialMagic...)
-	dst = binary.BigEndian.AppendUint32(dst, 1) // version
-	dst = binary.BigEndian.AppendUint32(dst, 1) // minimum compatible version
+	dst = appendXerialHeader(dst)
 	for len(raw) > 0 {
 		chunk := raw[:min(len(raw), xerialBlockSize)]
 		raw = raw[len(chunk):]
-		need := 4 + s2.MaxEncodedLen(len(chunk))
-		if cap(dst)-len(dst) < need {
-			dst = append(dst, make([]byte, need)...)[:len(dst)]
-		}
-		start := len(dst) + 4
-		enc := s2.EncodeSnappy(dst[start:start+need-4], chunk)
-		binary.BigEndian.PutUint32(dst[len(dst):start], uint32(len(enc)))
-		dst = dst[:start+len(enc)]
+		dst = appendXerialBlock(dst, chunk)
 	}
 	return dst
+}
+
+// appendXerialHeader appends the xerial magic and versions.
+func appendXerialHeader(dst []byte) []byte {
+	dst = append(dst, xerialMagic...)
+	dst = binary.BigEndian.AppendUint32(dst, 1) // version
+	return binary.BigEndian.AppendUint32(dst, 1) // minimum compatible version
+}
+
+// appendXerialBlock appends chunk (at most xerialBlockSize bytes) as one xerial block.
+func appendXerialBlock(dst, chunk []byte) []byte {
+	need := 4 + s2.MaxEncodedLen(len(chunk))
+	if cap(dst)-len(dst) < need {
+		dst = append(dst, make([]byte, need)...)[:len(dst)]
+	}
+	start := len(dst) + 4
+	enc := s2.EncodeSnappy(dst[start:start+need-4], chunk)
+	binary.BigEndian.PutUint32(dst[len(dst):start], uint32(len(enc)))
+	return dst[:start+len(enc)]
+}
+
+// xerialWriter compresses what is written to it in xerial framing, a block of
+// xerialBlockSize at a time, appending to out.
+type xerialWriter struct {
+	out     *appendWriter
+	pending []byte
+	started bool
+}
+
+func (w *xerialWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.out.b, w.started = appendXerialHeader(w.out.b), true
+	}
+	n := len(p)
+	for len(p) > 0 {
+		take := min(len(p), xerialBlockSize-len(w.pending))
+		w.pending = append(w.pending, p[:take]...)
+		p = p[take:]
+		if len(w.pending) == xerialBlockSize {
+			w.out.b = appendXerialBlock(w.out.b, w.pending)
+			w.pending = w.pending[:0]
+		}
+	}
+	return n, nil
+}
+
+// Close writes the last, partial block.
+func (w *xerialWriter) Close() error {
+	if !w.started {
+		w.out.b, w.started = appendXerialHeader(w.out.b), true
+	}
+	if len(w.pending) > 0 {
+		w.out.b = appendXerialBlock(w.out.b, w.pending)
+		w.pending = w.pending[:0]
+	}
+	return nil
 }
 
 // decodeSnappy decodes either snappy shape, failing past limit bytes of output before

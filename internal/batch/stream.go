@@ -67,10 +67,16 @@ func walkCompressed(codec Codec, data []byte, count int32) error {
 // walkRecordsSection walks the count records of data, a records section of codec, calling
 // visit for each; with visit nil it checks that the offset deltas are 0..count-1.
 func walkRecordsSection(codec Codec, data []byte, count int32, visit visitFunc) error {
+	return withRecords(codec, data, func(r io.Reader) error { return walkStream(codec, r, count, visit) })
+}
+
+// withRecords runs f with a reader of data, a records section of codec, decompressed as a
+// stream. A zstd frame whose window is larger than the pooled decoders take is read again
+// by a decoder of its own (up to maxZstdWindow), so f may run twice.
+func withRecords(codec Codec, data []byte, f func(io.Reader) error) error {
 	switch codec {
 	case CodecNone:
-		r := bytes.NewReader(data)
-		return walkStream(codec, r, count, visit)
+		return f(bytes.NewReader(data))
 	case CodecGzip:
 		r := gzipReaders.Get().(*gzipReader)
 		defer gzipReaders.Put(r)
@@ -79,9 +85,9 @@ func walkRecordsSection(codec Codec, data []byte, count int32, visit visitFunc) 
 		if err := r.zr.Reset(&r.in); err != nil {
 			return fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
 		}
-		return walkStream(codec, &r.zr, count, visit)
+		return f(&r.zr)
 	case CodecSnappy:
-		return walkStream(codec, newSnappyReader(data), count, visit)
+		return f(newSnappyReader(data))
 	case CodecLZ4:
 		r := lz4Readers.Get().(*lz4Reader)
 		defer lz4Readers.Put(r)
@@ -91,10 +97,11 @@ func walkRecordsSection(codec Codec, data []byte, count int32, visit visitFunc) 
 			r.in.Reset(nil)
 			r.zr.Reset(nil)
 		}()
-		return walkStream(codec, r.zr, count, visit)
+		return f(r.zr)
 	case CodecZstd:
 		d := zstdStreams.Get().(*zstd.Decoder)
-		err := walkZstd(d, data, count, visit)
+		err := withZstd(d, data, f)
+		zstdStreams.Put(d)
 		if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 			// A window larger than the pooled decoders take: a decoder of its own, up to
 			// zstd's default limit, whose memory goes when it does.
@@ -102,23 +109,21 @@ func walkRecordsSection(codec Codec, data []byte, count int32, visit visitFunc) 
 			if nerr != nil {
 				return nerr
 			}
-			err = walkZstd(big, data, count, visit)
+			err = withZstd(big, data, f)
 			big.Close()
 		}
-		zstdStreams.Put(d)
 		return err
 	}
 	return fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
 }
 
-// walkZstd walks data decoded by the streaming decoder d, leaving d holding no reference to
-// data.
-func walkZstd(d *zstd.Decoder, data []byte, count int32, visit visitFunc) error {
-	in := bytes.NewReader(data)
-	if err := d.Reset(in); err != nil {
+// withZstd runs f with data decoded by the streaming decoder d, leaving d holding no
+// reference to data.
+func withZstd(d *zstd.Decoder, data []byte, f func(io.Reader) error) error {
+	if err := d.Reset(bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 	}
-	err := walkStream(CodecZstd, d, count, visit)
+	err := f(d)
 	if rerr := d.Reset(nil); rerr != nil && err == nil {
 		err = rerr
 	}

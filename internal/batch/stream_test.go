@@ -243,3 +243,37 @@ func TestValidateRecordsStreamingRules(t *testing.T) {
 		}
 	}
 }
+
+// Recompressing a batch that decompresses to 80 MiB (a topic whose compression.type differs
+// from the producer's) streams from one codec to the other: accepted, the same records, and
+// memory for the codecs' state and the new batch only.
+func TestRecompressLargeBatchStreams(t *testing.T) {
+	const mib = 80
+	z := streamCompressed(t, CodecZstd, writeZeroRecords(mib, 1<<20, nil))
+	b := compressedBatch(t, CodecZstd, z, mib, mib-1)
+	for _, to := range []Codec{CodecLZ4, CodecSnappy, CodecGzip} {
+		var out []byte
+		var err error
+		alloc := heapDuring(func() { out, err = Recompress(b, to) })
+		if err != nil {
+			t.Fatalf("zstd -> %v: %v", to, err)
+		}
+		if limit := uint64(len(out)) + 24<<20; alloc > limit {
+			t.Errorf("zstd -> %v: allocated %d bytes for a %d-byte batch", to, alloc, len(out))
+		}
+		h, err := ValidateRecords(out)
+		if err != nil || h.Codec() != to || h.RecordCount != mib {
+			t.Fatalf("zstd -> %v: %+v %v", to, h, err)
+		}
+		n := 0
+		if err := EachRecord(out, func(_ int64, delta int32) bool {
+			if delta != int32(n) {
+				t.Fatalf("zstd -> %v: record %d has offset delta %d", to, n, delta)
+			}
+			n++
+			return true
+		}); err != nil || n != mib {
+			t.Fatalf("zstd -> %v: %d records, %v", to, n, err)
+		}
+	}
+}
