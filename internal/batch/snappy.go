@@ -45,7 +45,7 @@ func appendXerial(dst, raw []byte) []byte {
 // appendXerialHeader appends the xerial magic and versions.
 func appendXerialHeader(dst []byte) []byte {
 	dst = append(dst, xerialMagic...)
-	dst = binary.BigEndian.AppendUint32(dst, 1) // version
+	dst = binary.BigEndian.AppendUint32(dst, 1)  // version
 	return binary.BigEndian.AppendUint32(dst, 1) // minimum compatible version
 }
 
