@@ -167,54 +167,76 @@ func appendCompressed(dst []byte, codec Codec, raw []byte) ([]byte, error) {
 
 // decompress decompresses data with codec, failing with ErrCorrupt past limit bytes.
 func decompress(codec Codec, data []byte, limit int) ([]byte, error) {
-	var out []byte
-	var err error
-	switch codec {
-	case CodecNone:
+	if codec < CodecNone || codec > CodecZstd {
+		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
+	}
+	if codec == CodecNone {
 		if len(data) > limit {
 			return nil, fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrCorrupt, len(data), limit)
 		}
 		return data, nil
-	case CodecGzip:
-		r := gzipReaders.Get().(*gzipReader)
-		r.in.Reset(data)
-		if err = r.zr.Reset(&r.in); err == nil {
-			out, err = readAllLimit(&r.zr, len(data), limit)
-		}
-		r.in.Reset(nil)
-		gzipReaders.Put(r)
-	case CodecSnappy:
-		out, err = decodeSnappy(data, limit)
-	case CodecLZ4:
-		r := lz4Readers.Get().(*lz4Reader)
-		r.in.Reset(data)
-		r.zr.Reset(&r.in)
-		out, err = readAllLimit(r.zr, len(data), limit)
-		r.in.Reset(nil)
-		r.zr.Reset(nil)
-		lz4Readers.Put(r)
-	case CodecZstd:
-		d := zstdDecoders.Get().(*zstd.Decoder)
-		out, err = d.DecodeAll(data, nil)
-		zstdDecoders.Put(d)
-		if err == nil && len(out) > limit {
-			err = errTooBig
-		}
-	default:
-		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
 	}
+	out, err := decompressInto(nil, codec, data, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", ErrCorrupt, codecName(codec), err)
 	}
 	return out, nil
 }
 
+// decompressInto decompresses data (codec not none) into dst[:0] (grown when it is too
+// small), failing with errTooBig past limit bytes, or with the codec's own error.
+func decompressInto(dst []byte, codec Codec, data []byte, limit int) ([]byte, error) {
+	var out []byte
+	var err error
+	switch codec {
+	case CodecGzip:
+		r := gzipReaders.Get().(*gzipReader)
+		r.in.Reset(data)
+		if err = r.zr.Reset(&r.in); err == nil {
+			out, err = readAllLimit(dst, &r.zr, len(data), limit)
+		}
+		r.in.Reset(nil)
+		gzipReaders.Put(r)
+	case CodecSnappy:
+		out, err = decodeSnappy(dst, data, limit)
+	case CodecLZ4:
+		r := lz4Readers.Get().(*lz4Reader)
+		r.in.Reset(data)
+		r.zr.Reset(&r.in)
+		out, err = readAllLimit(dst, r.zr, len(data), limit)
+		r.in.Reset(nil)
+		r.zr.Reset(nil)
+		lz4Readers.Put(r)
+	case CodecZstd:
+		pool := &zstdDecoders
+		if limit <= inMemoryLimit {
+			pool = &zstdSmallDecoders
+		}
+		d := pool.Get().(*zstd.Decoder)
+		out, err = d.DecodeAll(data, dst[:0])
+		pool.Put(d)
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+			err = errTooBig
+		case err == nil && len(out) > limit:
+			err = errTooBig
+		}
+	default:
+		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
+	}
+	return out, err
+}
+
 var errTooBig = errors.New("decompressed size exceeds the limit")
 
-// readAllLimit reads r to EOF, failing with errTooBig past limit bytes. The buffer grows with
-// the data actually produced, starting from a guess based on the compressed size.
-func readAllLimit(r io.Reader, compressed, limit int) ([]byte, error) {
-	buf := make([]byte, 0, min(max(4*compressed, 512), limit+1))
+// readAllLimit reads r to EOF into dst[:0], failing with errTooBig past limit bytes. The
+// buffer grows with the data actually produced, starting (when dst has no room) from a guess
+// based on the compressed size.
+func readAllLimit(dst []byte, r io.Reader, compressed, limit int) ([]byte, error) {
+	buf := dst[:0]
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(max(4*compressed, 512), limit+1))
+	}
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -325,6 +347,15 @@ var (
 	// decoder dropped by the GC leaks nothing.
 	zstdDecoders = sync.Pool{New: func() any {
 		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxDecompressedSize))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	}}
+	// zstdSmallDecoders decode into memory at most inMemoryLimit bytes (ValidateRecords' first
+	// try): past that, or for a frame with a larger window, they fail at once.
+	zstdSmallDecoders = sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(inMemoryLimit))
 		if err != nil {
 			panic(err)
 		}

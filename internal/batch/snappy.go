@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -53,7 +54,8 @@ func appendXerialHeader(dst []byte) []byte {
 func appendXerialBlock(dst, chunk []byte) []byte {
 	need := 4 + s2.MaxEncodedLen(len(chunk))
 	if cap(dst)-len(dst) < need {
-		dst = append(dst, make([]byte, need)...)[:len(dst)]
+		// Doubling: a batch of many blocks is copied a bounded number of times.
+		dst = slices.Grow(dst, max(cap(dst), need))
 	}
 	start := len(dst) + 4
 	enc := s2.EncodeSnappy(dst[start:start+need-4], chunk)
@@ -98,9 +100,10 @@ func (w *xerialWriter) Close() error {
 	return nil
 }
 
-// decodeSnappy decodes either snappy shape, failing past limit bytes of output before
-// allocating them (each block states its decoded length up front).
-func decodeSnappy(data []byte, limit int) ([]byte, error) {
+// decodeSnappy decodes either snappy shape into dst[:0] (a new slice when dst is too small),
+// failing past limit bytes of output before allocating them (each block states its decoded
+// length up front).
+func decodeSnappy(dst, data []byte, limit int) ([]byte, error) {
 	if len(data) < len(xerialMagic) || !bytes.Equal(data[:len(xerialMagic)], xerialMagic) {
 		n, err := snappyLen(data)
 		if err != nil {
@@ -109,7 +112,10 @@ func decodeSnappy(data []byte, limit int) ([]byte, error) {
 		if n > limit {
 			return nil, errTooBig
 		}
-		return s2.Decode(make([]byte, n), data)
+		if cap(dst) < n {
+			dst = make([]byte, n)
+		}
+		return s2.Decode(dst[:n], data)
 	}
 	if len(data) < xerialHeaderSize {
 		return nil, fmt.Errorf("xerial header of %d bytes", len(data))
@@ -130,7 +136,10 @@ func decodeSnappy(data []byte, limit int) ([]byte, error) {
 		}
 		p = next
 	}
-	out := make([]byte, 0, total)
+	out := dst[:0]
+	if cap(out) < total {
+		out = make([]byte, 0, total)
+	}
 	for p := xerialHeaderSize; p < len(data); {
 		block, next, _ := xerialBlock(data, p) // checked above
 		dec, err := s2.Decode(out[len(out):cap(out)], block)
