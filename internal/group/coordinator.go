@@ -404,8 +404,11 @@ func appendError(err error) error {
 		code = kerr.NotEnoughReplicasAfterAppend
 	case errors.Is(err, replica.ErrRequestTimedOut):
 		code = kerr.RequestTimedOut
-	case errors.Is(err, storage.ErrLogOffline):
+	case errors.Is(err, storage.ErrLogOffline), errors.Is(err, storage.ErrCorruptLog),
+		errors.Is(err, storage.ErrTooManyOpenFiles):
 		code = kerr.KafkaStorageError
+	case errors.Is(err, storage.ErrRecordBatchTooLarge):
+		code = kerr.RecordListTooLarge
 	case errors.Is(err, replica.ErrInvalidEpoch):
 		code = kerr.InvalidProducerEpoch // a transactional commit of a fenced producer
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
