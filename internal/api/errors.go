@@ -55,11 +55,12 @@ func code(err error) int16 {
 		return kerr.InvalidFetchSessionEpoch.Code
 	case errors.Is(err, fetchsession.ErrTopicIDMismatch):
 		return kerr.FetchSessionTopicIDError.Code
-	case errors.Is(err, storage.ErrCorruptLog), errors.Is(err, storage.ErrLogOffline):
-		// Checked before the batch errors a corrupt segment wraps: the fault is the broker's
-		// disk, not the client's records (Kafka's KafkaStorageException).
+	case errors.Is(err, storage.ErrLogOffline):
 		return kerr.KafkaStorageError.Code
-	case errors.Is(err, storage.ErrInvalidBatch):
+	case errors.Is(err, storage.ErrCorruptLog), errors.Is(err, storage.ErrInvalidBatch):
+		// Checked before the batch errors a corrupt segment wraps: the stored batch is
+		// corrupt, whatever its parser found (Kafka's CorruptRecordException, read from a
+		// segment, is CORRUPT_MESSAGE), not the client's records.
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, batch.ErrBadCRC), errors.Is(err, batch.ErrCorrupt):
 		return kerr.CorruptMessage.Code

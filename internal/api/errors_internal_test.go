@@ -99,7 +99,7 @@ var sentinels = map[string]sentinelCode{
 	"storage.ErrOffsetOutOfOrder":    {err: storage.ErrOffsetOutOfOrder}, // Kafka's OffsetsOutOfOrderException has no code
 	"storage.ErrRecordBatchTooLarge": {err: storage.ErrRecordBatchTooLarge, want: kerr.RecordListTooLarge},
 	"storage.ErrInvalidBatch":        {err: storage.ErrInvalidBatch, want: kerr.CorruptMessage},
-	"storage.ErrCorruptLog":          {err: storage.ErrCorruptLog, want: kerr.KafkaStorageError},
+	"storage.ErrCorruptLog":          {err: storage.ErrCorruptLog, want: kerr.CorruptMessage},
 	"storage.ErrTooManyOpenFiles":    {err: storage.ErrTooManyOpenFiles, want: kerr.KafkaStorageError},
 	"storage.ErrCleaningAborted":     {err: storage.ErrCleaningAborted, never: "the log cleaner's own passes; it retries"},
 	"storage.ErrInvalidEpochEntry":   {err: storage.ErrInvalidEpochEntry}, // a broken invariant: Kafka's IllegalArgumentException
@@ -137,12 +137,14 @@ func TestEverySentinelHasKafkasCode(t *testing.T) {
 			}
 		}
 	}
-	// Wrapping: what the storage layer wraps decides the code, not what it found inside.
+	// Wrapping: what the storage layer wraps decides the code, not what it found inside (a
+	// stored batch the record parser refuses is a corrupt message, not the client's invalid
+	// record).
 	for _, c := range []struct {
 		err  error
 		want *kerr.Error
 	}{
-		{fmt.Errorf("%w: segment 0 at position 12: %w", storage.ErrCorruptLog, batch.ErrBadCRC), kerr.KafkaStorageError},
+		{fmt.Errorf("%w: segment 0 at position 12: %w", storage.ErrCorruptLog, batch.ErrInvalidRecord), kerr.CorruptMessage},
 		{fmt.Errorf("%w: batch 0 at byte 0: %w", storage.ErrInvalidBatch, batch.ErrCorrupt), kerr.CorruptMessage},
 		{fmt.Errorf("%w: %w", storage.ErrLogOffline, syscall.ENOSPC), kerr.KafkaStorageError},
 		{&fs.PathError{Op: "write", Path: "t-0/00000000000000000000.log", Err: syscall.EIO}, kerr.KafkaStorageError},
