@@ -22,13 +22,12 @@ import (
 // A batch whose records decompress to at most inMemoryLimit is checked in a pooled buffer
 // instead (the common case, and the faster one); only a larger one is walked as a stream.
 // Memory per validation: that buffer, or the read buffer (streamBufferSize), and the codec's
-// state. That state
-// is the window for gzip (32 KiB), the block for lz4 (at most 4 MiB) and one xerial block for
-// snappy (32 KiB of output, a single raw block at most maxSnappyRatio times its input). A zstd
-// frame's window is what its producer chose: decoders kept in a pool accept windows up to
-// pooledZstdWindow (every client's default level fits), and a frame with a larger window, up
-// to zstd's own default limit (maxZstdWindow, 128 MiB, which Kafka's zstd library applies
-// too), is read by a decoder of its own that is dropped afterwards.
+// state: the window for gzip (32 KiB), the block for lz4 (at most 4 MiB) and one xerial
+// block for snappy (32 KiB of output; a single raw block at most maxSnappyRatio times its
+// input). A zstd frame's window is what its producer chose: decoders kept in a pool accept
+// windows up to pooledZstdWindow (every client's default level fits), and a frame with a
+// larger window, up to zstd's own default limit (maxZstdWindow, 128 MiB, which Kafka's zstd
+// library applies too), is read by a decoder of its own that is dropped afterwards.
 
 const (
 	streamBufferSize = 16 << 10
