@@ -93,6 +93,7 @@ var sentinels = map[string]sentinelCode{
 	"security.ErrNoPeerCertificate": {err: security.ErrNoPeerCertificate, never: "raft peers between controllers, refused at their TLS handshake"},
 	"security.ErrPeerNotSuperUser":  {err: security.ErrPeerNotSuperUser, never: "raft peers between controllers, refused at their TLS handshake"},
 
+	"storage.ErrAlreadyFormatted":    {err: storage.ErrAlreadyFormatted, never: "gregor storage format, offline; the broker never formats a dir it serves"},
 	"storage.ErrLogOffline":          {err: storage.ErrLogOffline, want: kerr.KafkaStorageError},
 	"storage.ErrLogClosed":           {err: storage.ErrLogClosed, want: kerr.NotLeaderForPartition},
 	"storage.ErrOffsetOutOfRange":    {err: storage.ErrOffsetOutOfRange, want: kerr.OffsetOutOfRange},
