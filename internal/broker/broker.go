@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -101,6 +102,9 @@ type Broker struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	dial     wire.DialFunc           // Options.Dial (nil: net.Dialer)
+	preBound map[string]net.Listener // Options.Listeners, taken by the bind functions
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -140,6 +144,16 @@ type Options struct {
 	// out-of-sync follower until restarted. nil keeps the broker running with the
 	// partition offline (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
 	OnLogDirFailure func(dir string, err error)
+	// Dial, if set, opens every connection this node makes to another node (the controller
+	// quorum's raft peers and controller APIs, replication fetches, transaction markers and
+	// other broker-to-broker requests); TLS and SASL run over what it returns. nil: a
+	// net.Dialer. The embed package routes a node's connections through it to cut the node
+	// off from the others (a network partition) while its clients stay connected.
+	Dial wire.DialFunc
+	// Listeners are already-bound listeners by listener name, used instead of binding that
+	// listener's address (the embed package binds a cluster's ports before any node starts,
+	// so no other process can take one meanwhile). The broker closes them on Close.
+	Listeners map[string]net.Listener
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
@@ -181,6 +195,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
 		meta: metadata.NewPublisher(), failed: make(chan struct{}),
+		dial: opt.Dial, preBound: maps.Clone(opt.Listeners),
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
@@ -221,7 +236,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.ctrl = client.New(client.Config{
 		Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log, RequestTimeout: b.requestTimeout(),
 		Dial: func(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
-			return wire.DialSecure(ctx, addr, clientID, ctrlClient)
+			return wire.DialVia(ctx, b.dial, addr, clientID, ctrlClient)
 		},
 	})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
@@ -412,8 +427,11 @@ func (b *Broker) bindListeners() error {
 		s := server.New(l.Name, b.handler, b.log)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)
-		addr, err := s.Listen(l.Addr())
-		if err != nil {
+		var addr net.Addr
+		if ln := b.takeListener(l.Name); ln != nil {
+			s.Use(ln)
+			addr = ln.Addr()
+		} else if addr, err = s.Listen(l.Addr()); err != nil {
 			return fmt.Errorf("listeners %s: %w", l, err)
 		}
 		b.servers = append(b.servers, s)
@@ -425,6 +443,14 @@ func (b *Broker) bindListeners() error {
 		return errors.New("listeners: no broker listener configured")
 	}
 	return nil
+}
+
+// takeListener returns the pre-bound listener of the named listener (Options.Listeners), or
+// nil; it is taken once, and Close closes the ones never taken.
+func (b *Broker) takeListener(name string) net.Listener {
+	ln := b.preBound[name]
+	delete(b.preBound, name)
+	return ln
 }
 
 // serverLimits are the connection limits of cfg, with a new memory pool: one per set of
@@ -541,6 +567,9 @@ func (b *Broker) Close() error {
 			b.err = b.replicas.Close()
 		} else {
 			b.err = b.logs.Close()
+		}
+		for _, ln := range b.preBound {
+			ln.Close() // bound for a listener start-up never reached
 		}
 		if b.err == nil {
 			b.log.Info("shut down cleanly")

@@ -1,0 +1,92 @@
+package embed_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gregor-project/gregor/embed"
+)
+
+// produceOne produces one record to a new topic (created by the produce, auto-creation) and
+// fails b unless it is acknowledged: "ready" means a client can produce.
+func produceOne(b testing.TB, bootstrap ...string) {
+	b.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("ready"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		b.Fatalf("produce: %v", err)
+	}
+}
+
+// BenchmarkStartNode is the start of one node, until Start returns (the node serves).
+func BenchmarkStartNode(b *testing.B) {
+	for b.Loop() {
+		n, err := embed.Start(context.Background(), embed.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := n.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkStartNodeProduce is the start of one node and the first record acknowledged by
+// it (a topic created on the way).
+func BenchmarkStartNodeProduce(b *testing.B) {
+	for b.Loop() {
+		n, err := embed.Start(context.Background(), embed.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		produceOne(b, n.Addr())
+		b.StopTimer()
+		if err := n.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkStartCluster3 is the start of a three-node cluster, until StartCluster returns
+// (every node serves).
+func BenchmarkStartCluster3(b *testing.B) {
+	for b.Loop() {
+		c, err := embed.StartCluster(context.Background(), 3, embed.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkStartCluster3Produce is the start of a three-node cluster and the first record
+// acknowledged by it.
+func BenchmarkStartCluster3Produce(b *testing.B) {
+	for b.Loop() {
+		c, err := embed.StartCluster(context.Background(), 3, embed.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		produceOne(b, c.Addrs()...)
+		b.StopTimer()
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
