@@ -203,6 +203,10 @@ func (m *member) start(ctx context.Context, lns map[string]net.Listener) error {
 	}
 	b, err := broker.Start(m.cfg, broker.Options{
 		Ctx: ctx, Logger: m.c.log.With("node", m.id), Dial: m.c.nw.dialer(m.id), Listeners: lns,
+		// One voter of the new quorum campaigns at once: the others answer as they come
+		// up (their ports are bound), so there is a leader without an election timeout. One
+		// only, so that no two split the first vote.
+		CampaignAtStart: m.id == 1,
 	})
 	if err != nil {
 		return fmt.Errorf("embed: node %d: %w", m.id, err)

@@ -105,6 +105,7 @@ type Broker struct {
 
 	dial     wire.DialFunc           // Options.Dial (nil: net.Dialer)
 	preBound map[string]net.Listener // Options.Listeners, taken by the bind functions
+	campaign bool                    // Options.CampaignAtStart
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -154,6 +155,11 @@ type Options struct {
 	// listener's address (the embed package binds a cluster's ports before any node starts,
 	// so no other process can take one meanwhile). The broker closes them on Close.
 	Listeners map[string]net.Listener
+	// CampaignAtStart makes this node, a voter of a new controller quorum, campaign for the
+	// leadership as it starts instead of after an election timeout (quorum.Config): for the
+	// voters of a cluster started together in one process (embed), where waiting only
+	// delays the first leader.
+	CampaignAtStart bool
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
@@ -195,7 +201,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
 		meta: metadata.NewPublisher(), failed: make(chan struct{}),
-		dial: opt.Dial, preBound: maps.Clone(opt.Listeners),
+		dial: opt.Dial, preBound: maps.Clone(opt.Listeners), campaign: opt.CampaignAtStart,
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
@@ -316,6 +322,13 @@ func (b *Broker) start(startCtx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+	if b.soleVoter {
+		// Registering before this node's own quorum has a leader would only be refused and
+		// retried after a backoff.
+		if err := b.quorum.WaitActive(ctx); err != nil {
+			return fmt.Errorf("waiting for the controller to start: %w", err)
+		}
+	}
 	if err := b.register(ctx); err != nil {
 		return fmt.Errorf("registering with the controller quorum: %w", err)
 	}

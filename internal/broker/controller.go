@@ -98,6 +98,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		Logger:    b.log,
 		// auto.leader.rebalance.enable: the active controller moves leadership back to
 		// preferred replicas when a broker's share of misplaced leaders passes the limit.
+		CampaignAtStart:        b.campaign,
 		AutoLeaderRebalance:    cfg.AutoLeaderRebalanceEnable,
 		ImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
 		ImbalancePct:           int(cfg.LeaderImbalancePerBrokerPercentage),

@@ -87,6 +87,11 @@ type Config struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
+	// CampaignAtStart makes a voter of a new quorum (no term yet) campaign as it starts,
+	// instead of after an election timeout. For voters started together (an embedded
+	// cluster): one of them leads at once, and any other order of events is still raft's
+	// election, only sooner. A quorum of one always campaigns at start.
+	CampaignAtStart bool
 	// SnapshotEntries: snapshot the state machine every this many applied entries (default
 	// 10,000); CatchUpEntries are kept behind a snapshot for slow followers (default 1,000).
 	SnapshotEntries uint64
@@ -299,9 +304,10 @@ func Start(cfg Config) (*Node, error) {
 		n.tr.dial = cfg.Dial
 	}
 	n.tr.admit = cfg.Admit
-	if len(voters) == 1 {
+	if len(voters) == 1 || (cfg.CampaignAtStart && rn.BasicStatus().HardState.GetTerm() == 0) {
 		// A quorum of one need not wait out an election timeout (0.5-1 s) to lead: the
-		// embedded single-node broker is ready as soon as its log is open.
+		// embedded single-node broker is ready as soon as its log is open. Nor need a new
+		// quorum whose voters start together (CampaignAtStart).
 		if err := rn.Campaign(); err != nil {
 			st.close()
 			return nil, err
@@ -472,6 +478,16 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	stopc := n.stopc
 	var handOffUntil <-chan time.Time // set while handing off the leadership before stopping
+	// What Start left pending (a campaign's own vote) is handled now, not at the first tick.
+	if err := n.process(); err != nil {
+		n.fatal.Store(&err)
+		n.log.Error("controller stopped: storage failure", "err", err)
+		n.active = false
+		n.publishStatus()
+		n.failAll(ErrStopped)
+		return
+	}
+	n.publishStatus()
 	for {
 		select {
 		case <-stopc:
