@@ -1,0 +1,179 @@
+package embed_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/embed"
+	"github.com/gregor-project/gregor/embed/embedtest"
+)
+
+// partitionState is partition 0 of topic as one broker's metadata shows it.
+type partitionState struct {
+	leader int32
+	isr    []int32
+}
+
+// stateOn asks broker id (its own metadata, not a client's cache) for partition 0 of topic.
+func stateOn(ctx context.Context, cl *kgo.Client, id int, topic string) (partitionState, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, cl.Broker(id))
+	if err != nil {
+		return partitionState{}, err
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return partitionState{}, err
+		}
+		for _, p := range t.Partitions {
+			if p.Partition == 0 {
+				return partitionState{leader: p.Leader, isr: p.ISR}, kerr.ErrorForCode(p.ErrorCode)
+			}
+		}
+	}
+	return partitionState{}, fmt.Errorf("no partition 0 of %s in broker %d's metadata", topic, id)
+}
+
+// waitState polls broker id's view of the partition until ok holds, failing t after a
+// deadline with the last state seen.
+func waitState(t *testing.T, cl *kgo.Client, id int, topic, what string, ok func(partitionState) bool) partitionState {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	var last partitionState
+	var lastErr error
+	for {
+		last, lastErr = stateOn(ctx, cl, id, topic)
+		if lastErr == nil && ok(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d never showed %s: last %+v, %v", id, what, last, lastErr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// produceConsume produces values with acks=all through a new client seeded with the given
+// nodes only, then reads the whole partition back and checks that it ends with them.
+func produceConsume(t *testing.T, c *embed.Cluster, nodes []int, topic string, values ...string) {
+	t.Helper()
+	var seeds []string
+	for _, id := range nodes {
+		seeds = append(seeds, c.Addr(id))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(v)).FirstErr(); err != nil {
+			t.Fatalf("produce %q through nodes %v: %v", v, nodes, err)
+		}
+	}
+	var got []string
+	for !slices.Equal(tail(got, len(values)), values) {
+		fetches := cl.PollFetches(ctx)
+		if err := fetches.Err(); err != nil {
+			t.Fatalf("consume through nodes %v: %v (so far %v)", nodes, err, got)
+		}
+		fetches.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+}
+
+func tail(s []string, n int) []string { return s[max(0, len(s)-n):] }
+
+// An isolated partition leader loses its leadership to another in-sync replica while
+// clients that reach the rest of the cluster keep producing and consuming; once healed it
+// rejoins the ISR. A stopped broker's partition is served by the others, and the
+// restarted broker catches up and rejoins the ISR.
+func TestClusterStopRestartIsolateHeal(t *testing.T) {
+	c := embedtest.StartCluster(t, 3, embed.Options{})
+	const topic = "events"
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx := context.Background()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 3
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		t.Fatal(err)
+	}
+	all := []int{1, 2, 3}
+	full := func(p partitionState) bool { return p.leader >= 0 && len(p.isr) == 3 }
+	st := waitState(t, admin, 1, topic, "a leader and all three replicas in sync", full)
+	produceConsume(t, c, all, topic, "a", "b")
+
+	// Stop the leader: another replica leads, producing and consuming go on.
+	stopped := int(st.leader)
+	others := slices.DeleteFunc(slices.Clone(all), func(id int) bool { return id == stopped })
+	if err := c.Stop(stopped); err != nil {
+		t.Fatal(err)
+	}
+	if c.Running(stopped) {
+		t.Fatalf("node %d runs after Stop", stopped)
+	}
+	waitState(t, admin, others[0], topic, fmt.Sprintf("a leader other than stopped node %d", stopped), func(p partitionState) bool {
+		return p.leader >= 0 && int(p.leader) != stopped
+	})
+	produceConsume(t, c, others, topic, "c", "d")
+	if err := c.Restart(stopped); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, admin, others[0], topic, fmt.Sprintf("restarted node %d back in the ISR", stopped), func(p partitionState) bool {
+		return slices.Contains(p.isr, int32(stopped))
+	})
+	produceConsume(t, c, all, topic, "e")
+
+	// Isolate the leader: the others elect a new one from the ISR.
+	st = waitState(t, admin, 1, topic, "a leader", func(p partitionState) bool { return p.leader >= 0 })
+	isolated := int(st.leader)
+	others = slices.DeleteFunc(slices.Clone(all), func(id int) bool { return id == isolated })
+	if err := c.Isolate(isolated); err != nil {
+		t.Fatal(err)
+	}
+	st = waitState(t, admin, others[0], topic, fmt.Sprintf("isolated leader %d replaced", isolated), func(p partitionState) bool {
+		return p.leader >= 0 && int(p.leader) != isolated && !slices.Contains(p.isr, int32(isolated))
+	})
+	if !slices.Contains(others, int(st.leader)) {
+		t.Fatalf("new leader %d is not one of %v", st.leader, others)
+	}
+	produceConsume(t, c, others, topic, "f", "g")
+
+	// Heal: the old leader rejoins as a follower and catches up into the ISR.
+	if err := c.Heal(isolated); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, admin, others[0], topic, fmt.Sprintf("healed node %d back in the ISR", isolated), func(p partitionState) bool {
+		return slices.Contains(p.isr, int32(isolated))
+	})
+	// Its own view agrees once it has caught up with the metadata log.
+	waitState(t, admin, isolated, topic, "the healed node's view of the new leader", func(p partitionState) bool {
+		return int(p.leader) == int(st.leader) && slices.Contains(p.isr, int32(isolated))
+	})
+	produceConsume(t, c, []int{isolated}, topic, "h")
+}
