@@ -243,7 +243,10 @@ func (m *member) rebind(ctx context.Context) (map[string]net.Listener, error) {
 }
 
 // stop closes the member's broker cleanly, if it runs.
-func (m *member) stop() error {
+func (m *member) stop() error { return m.stopWith((*broker.Broker).Close) }
+
+// stopWith closes the member's broker with closeFn, if it runs.
+func (m *member) stopWith(closeFn func(*broker.Broker) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.mu.b
@@ -251,7 +254,7 @@ func (m *member) stop() error {
 		return nil
 	}
 	m.mu.b = nil
-	if err := b.Close(); err != nil {
+	if err := closeFn(b); err != nil {
 		return fmt.Errorf("embed: node %d: %w", m.id, err)
 	}
 	return nil
@@ -366,7 +369,8 @@ func (c *Cluster) Heal(id int) error {
 }
 
 // Close stops every node and removes the data directory if StartCluster made it. The
-// nodes stop together, each with a controlled shutdown bounded by its broker session.
+// nodes stop together, each flushing and checkpointing its logs as Stop does, but without
+// the controlled shutdown: with every broker going, there is none to move leaderships to.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		errs := make([]error, len(c.members))
@@ -378,7 +382,7 @@ func (c *Cluster) Close() error {
 				m.mu.Lock()
 				m.mu.closed = true // no Restart from now on
 				m.mu.Unlock()
-				errs[i] = m.stop()
+				errs[i] = m.stopWith((*broker.Broker).CloseUncontrolled)
 			}()
 		}
 		wg.Wait()

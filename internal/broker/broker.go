@@ -106,6 +106,9 @@ type Broker struct {
 	dial     wire.DialFunc           // Options.Dial (nil: net.Dialer)
 	preBound map[string]net.Listener // Options.Listeners, taken by the bind functions
 	campaign bool                    // Options.CampaignAtStart
+	// noControlled skips Close's controlled shutdown (CloseUncontrolled); set before the
+	// Close it is for.
+	noControlled bool
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -533,6 +536,7 @@ func (b *Broker) Close() error {
 			b.stopHeartbeats()
 		}
 		switch {
+		case b.noControlled:
 		case b.soleVoter && b.quorum.Err() != nil:
 			b.log.Warn("no controlled shutdown: this node was the only controller, and it failed")
 		case len(b.servers) > 0 && b.epoch.Load() >= 0 && !b.fenced.Load():
@@ -569,7 +573,11 @@ func (b *Broker) Close() error {
 		}
 		b.wg.Wait()
 		if b.quorum != nil {
-			if err := b.quorum.Close(); err != nil {
+			closeQuorum := b.quorum.Close
+			if b.noControlled {
+				closeQuorum = b.quorum.CloseNoHandOff // every voter stops: none takes over
+			}
+			if err := closeQuorum(); err != nil {
 				b.log.Error("closing the controller failed", "err", err)
 			}
 		}
@@ -589,6 +597,17 @@ func (b *Broker) Close() error {
 		}
 	})
 	return b.err
+}
+
+// CloseUncontrolled is Close without the controlled shutdown and without handing the
+// controller's leadership off: for the nodes of a cluster that stops as a whole, where no
+// broker stays to take leaderships over and no voter to lead, and the last ones to stop
+// would wait out a deadline for a quorum that is already gone. Everything else (flushes,
+// checkpoints, the clean-shutdown marker) is as Close.
+// Call one of Close and CloseUncontrolled, once, from one goroutine.
+func (b *Broker) CloseUncontrolled() error {
+	b.noControlled = true
+	return b.Close()
 }
 
 // newClusterID returns a Kafka-style cluster id: 16 random bytes, URL-safe base64.

@@ -152,6 +152,8 @@ type Node struct {
 	once   sync.Once
 	status atomic.Pointer[Status]
 	fatal  atomic.Pointer[error]
+	// noHandOff is set by CloseNoHandOff before stopc closes.
+	noHandOff atomic.Bool
 
 	appliedSig appliedSignal // wakes Applied's waiters when applied moves (watch.go)
 
@@ -340,6 +342,18 @@ func (n *Node) event(ev transportEvent) {
 // most caught-up voter (handOff), for at most an election timeout.
 func (n *Node) Close() error {
 	n.once.Do(func() { close(n.stopc) })
+	return n.wait()
+}
+
+// CloseNoHandOff is Close without the hand-off: for a quorum whose voters all stop
+// together, where no voter would take the leadership and waiting for one only delays the
+// stop by an election timeout.
+func (n *Node) CloseNoHandOff() error {
+	n.noHandOff.Store(true)
+	return n.Close()
+}
+
+func (n *Node) wait() error {
 	<-n.donec
 	n.tr.stop()
 	return n.st.close()
@@ -553,7 +567,7 @@ func (n *Node) run() {
 // has the whole log, and the voter campaigns at once (Kafka's resigning leader sends
 // EndQuorumEpoch for the same reason).
 func (n *Node) handOff() bool {
-	if !n.isLeader {
+	if !n.isLeader || n.noHandOff.Load() {
 		return false
 	}
 	var to, match uint64
