@@ -163,12 +163,31 @@ type Options struct {
 	// voters of a cluster started together in one process (embed), where waiting only
 	// delays the first leader.
 	CampaignAtStart bool
+	// Started, if set, is called with the broker once it serves, before Start returns: how
+	// a caller that starts the broker through another package's API (the project's tests,
+	// through embed) gets hold of it.
+	Started func(*Broker)
+}
+
+type optionsKey struct{}
+
+// WithOptions returns ctx carrying edit, which Start applies to its Options when ctx is
+// Options.Ctx (after the caller's own settings). It is how the project's tests pass, through
+// the public embed API, what that API does not expose: a fault-injecting FS, Started. Being
+// in an internal package, it is not reachable from outside the module.
+func WithOptions(ctx context.Context, edit func(*Options)) context.Context {
+	return context.WithValue(ctx, optionsKey{}, edit)
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
 // unclean stop), joins the cluster and starts serving. It returns once the broker is
 // unfenced and serving, or with the error that stopped it.
 func Start(cfg *config.Broker, opt Options) (*Broker, error) {
+	if opt.Ctx != nil {
+		if edit, ok := opt.Ctx.Value(optionsKey{}).(func(*Options)); ok {
+			edit(&opt)
+		}
+	}
 	fs := opt.FS
 	if fs == nil {
 		fs = storage.OS
@@ -212,6 +231,9 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if err := b.start(startCtx); err != nil {
 		b.Close()
 		return nil, err
+	}
+	if opt.Started != nil {
+		opt.Started(b)
 	}
 	return b, nil
 }
