@@ -163,6 +163,18 @@ func TestClusterStopRestartIsolateHeal(t *testing.T) {
 		t.Fatalf("new leader %d is not one of %v", st.leader, others)
 	}
 	produceConsume(t, c, others, topic, "f", "g")
+	// Cut off from its peers, not from its clients: it still answers them.
+	direct, err := kgo.NewClient(kgo.SeedBrokers(c.Addr(isolated)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = direct.SeedBrokers()[0].Request(rctx, kmsg.NewPtrApiVersionsRequest())
+	cancel()
+	if err != nil {
+		t.Fatalf("isolated node %d does not answer its clients: %v", isolated, err)
+	}
 
 	// Heal: the old leader rejoins as a follower and catches up into the ISR.
 	if err := c.Heal(isolated); err != nil {
