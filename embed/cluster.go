@@ -17,7 +17,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/broker"
 	"github.com/gregor-project/gregor/internal/config"
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 // Cluster is a cluster of nodes in this process, started by StartCluster: node ids 1..n,

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/gregor-project/gregor/internal/config"
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 // A test cluster is real `gregor server` processes on loopback ports, one per
