@@ -35,6 +35,10 @@ type Cluster struct {
 	log       *slog.Logger
 	nw        *network
 	members   []*member // by node id - 1
+	// ctx ends when Close starts: a Restart still waiting for the quorum (an isolated
+	// node's) gives up, so Close never waits for it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,6 +81,7 @@ func StartCluster(ctx context.Context, n int, opt Options) (*Cluster, error) {
 		clusterID: config.NewClusterID(), root: root, tempDir: tempDir,
 		log: logger(opt.Logger), nw: newNetwork(),
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if id, err := existingClusterID(root); err != nil {
 		removeTemp(tempDir)
 		return nil, err
@@ -305,7 +310,8 @@ func (c *Cluster) DataDir(id int) string {
 	return m.dir
 }
 
-// Running reports whether node id runs (it does until Stop, and again after Restart).
+// Running reports whether node id runs (it does until Stop, and again after Restart). It
+// waits for a Stop or Restart of that node in progress.
 func (c *Cluster) Running(id int) bool {
 	m, err := c.member(id)
 	if err != nil {
@@ -331,7 +337,8 @@ func (c *Cluster) Stop(id int) error {
 // Restart stops node id if it runs, then starts it again on the same data and ports, and
 // returns once it serves clients again (a restarted node catches up as a follower and
 // rejoins the ISR of its partitions on its own). A node that is isolated cannot rejoin the
-// quorum: its Restart returns only once it is healed, from another goroutine.
+// quorum: its Restart returns only once it is healed, from another goroutine, or the
+// cluster is closed (then with an error).
 func (c *Cluster) Restart(id int) error {
 	m, err := c.member(id)
 	if err != nil {
@@ -340,7 +347,7 @@ func (c *Cluster) Restart(id int) error {
 	if err := m.stop(); err != nil {
 		return err
 	}
-	return m.start(context.Background(), nil)
+	return m.start(c.ctx, nil)
 }
 
 // Isolate cuts node id off from the other nodes, as a network partition would: its
@@ -373,6 +380,7 @@ func (c *Cluster) Heal(id int) error {
 // the controlled shutdown: with every broker going, there is none to move leaderships to.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
+		c.cancel()
 		errs := make([]error, len(c.members))
 		var wg sync.WaitGroup
 		for i, m := range c.members {

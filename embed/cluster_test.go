@@ -74,7 +74,7 @@ func produceConsume(t *testing.T, c *embed.Cluster, nodes []int, topic string, v
 	for _, id := range nodes {
 		seeds = append(seeds, c.Addr(id))
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -188,4 +188,52 @@ func TestClusterStopRestartIsolateHeal(t *testing.T) {
 		return int(p.leader) == int(st.leader) && slices.Contains(p.isr, int32(isolated))
 	})
 	produceConsume(t, c, []int{isolated}, topic, "h")
+}
+
+// A node restarted while isolated cannot rejoin until healed; Close does not wait for such
+// a restart.
+func TestRestartWhileIsolated(t *testing.T) {
+	c := embedtest.StartCluster(t, 3, embed.Options{})
+	if err := c.Isolate(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(3); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() { restarted <- c.Restart(3) }()
+	if err := c.Heal(3); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-restarted:
+		if err != nil {
+			t.Fatalf("Restart after Heal: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Restart did not return a minute after Heal")
+	}
+	produceConsume(t, c, []int{3}, "after-heal", "x")
+
+	// Isolated and restarting when the cluster closes: the restart gives up.
+	if err := c.Isolate(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(2); err != nil {
+		t.Fatal(err)
+	}
+	go func() { restarted <- c.Restart(2) }()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for range 2 {
+		select {
+		case <-restarted:
+		case err := <-closed:
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Close and a Restart of an isolated node still running after a minute")
+		}
+	}
 }
