@@ -96,7 +96,7 @@ func (nw *network) dialer(from int) wire.DialFunc {
 }
 
 func refused(network, addr string) error {
-	return &net.OpError{Op: "dial", Net: network, Addr: &net.TCPAddr{}, Err: fmt.Errorf("%s: %w (node isolated)", addr, syscall.ECONNREFUSED)}
+	return &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("%s: %w (node isolated)", addr, syscall.ECONNREFUSED)}
 }
 
 // setIsolated isolates or heals node id, closing the connections of the links it cuts.
