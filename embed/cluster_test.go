@@ -237,3 +237,27 @@ func TestRestartWhileIsolated(t *testing.T) {
 		}
 	}
 }
+
+// A cluster started again on the directory it was given is the same cluster, with its data.
+func TestClusterDirKept(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := embed.StartCluster(ctx, 3, embed.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := c.ClusterID()
+	produceConsume(t, c, []int{1, 2, 3}, "kept", "before")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = embedtest.StartCluster(t, 3, embed.Options{Dir: dir})
+	if c.ClusterID() != id || c.DataDir(2) != dir+"/node-2" {
+		t.Fatalf("started again: cluster %s (was %s), node 2 in %s", c.ClusterID(), id, c.DataDir(2))
+	}
+	produceConsume(t, c, []int{1, 2, 3}, "kept", "after")
+	if got := consume(t, ctx, c.Addr(1), "kept", 2); !slices.Equal(got, []string{"before", "after"}) {
+		t.Fatalf("the topic after the second start holds %v", got)
+	}
+}
