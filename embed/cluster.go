@@ -122,16 +122,22 @@ func StartCluster(ctx context.Context, n int, opt Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	// The nodes start together: each waits for the quorum the others make up.
+	// The nodes start together: each waits for the quorum the others make up, so one that
+	// fails ends the others' starts too.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, m := range c.members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = m.start(ctx, map[string]net.Listener{
+			errs[i] = m.start(sctx, map[string]net.Listener{
 				listenerNames[0]: lns[3*i], listenerNames[1]: lns[3*i+1], listenerNames[2]: lns[3*i+2],
 			})
+			if errs[i] != nil {
+				stop()
+			}
 		}()
 	}
 	wg.Wait()

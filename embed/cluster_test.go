@@ -3,7 +3,9 @@ package embed_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,5 +261,36 @@ func TestClusterDirKept(t *testing.T) {
 	produceConsume(t, c, []int{1, 2, 3}, "kept", "after")
 	if got := consume(t, ctx, c.Addr(1), "kept", 2); !slices.Equal(got, []string{"before", "after"}) {
 		t.Fatalf("the topic after the second start holds %v", got)
+	}
+}
+
+// A node that cannot start fails StartCluster, and the others, which wait for a quorum
+// that will not form, give up with it instead of waiting for ever.
+func TestStartClusterFailsWhole(t *testing.T) {
+	dir := t.TempDir()
+	for _, id := range []string{"2", "3"} { // two of three log dirs formatted for another cluster
+		if err := os.MkdirAll(dir+"/node-"+id, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		props := "version=1\ncluster.id=AnotherClusterAAAAAAAA\nnode.id=" + id + "\n"
+		if err := os.WriteFile(dir+"/node-"+id+"/meta.properties", []byte(props), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := embed.StartCluster(context.Background(), 3, embed.Options{Dir: dir})
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "cluster.id") {
+			t.Fatalf("StartCluster: %v, want the cluster.id mismatch", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("StartCluster still waiting a minute after two of its nodes failed")
 	}
 }
