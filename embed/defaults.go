@@ -14,6 +14,10 @@ package embed
 //     seconds instead of nine;
 //   - replica.lag.time.max.ms=3000 (Kafka: 30000): a follower that stopped fetching leaves
 //     the ISR in seconds, so acks=all producing goes on without it.
+//
+// A listener of the broker's own on a fixed default port (as an HTTP listener for metrics
+// would be) must be set here to a port of its own ("127.0.0.1:0") or off: several nodes,
+// and other processes' brokers, share the machine.
 var nodeDefaults = map[string]string{
 	"group.initial.rebalance.delay.ms": "0",
 	"broker.heartbeat.interval.ms":     "200",
