@@ -87,18 +87,18 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 	}
 	b.ctrlMux = server.NewMux(ln, quorum.HelloMagic, b.log)
 	node, err := quorum.Start(quorum.Config{
-		NodeID:    cfg.NodeID,
-		Voters:    voters,
-		ClusterID: b.clusterID,
-		Dir:       filepath.Join(cfg.LogDirs[0], storage.MetadataLogTopic+"-0"),
-		FS:        b.fs,
-		Listener:  b.ctrlMux.Matched(),
-		Dial:      dial,
-		Admit:     admit,
-		Logger:    b.log,
+		NodeID:          cfg.NodeID,
+		Voters:          voters,
+		ClusterID:       b.clusterID,
+		Dir:             filepath.Join(cfg.LogDirs[0], storage.MetadataLogTopic+"-0"),
+		FS:              b.fs,
+		Listener:        b.ctrlMux.Matched(),
+		Dial:            dial,
+		Admit:           admit,
+		Logger:          b.log,
+		CampaignAtStart: b.campaign,
 		// auto.leader.rebalance.enable: the active controller moves leadership back to
 		// preferred replicas when a broker's share of misplaced leaders passes the limit.
-		CampaignAtStart:        b.campaign,
 		AutoLeaderRebalance:    cfg.AutoLeaderRebalanceEnable,
 		ImbalanceCheckInterval: time.Duration(cfg.LeaderImbalanceCheckIntervalSeconds) * time.Second,
 		ImbalancePct:           int(cfg.LeaderImbalancePerBrokerPercentage),

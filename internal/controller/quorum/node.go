@@ -493,15 +493,9 @@ func (n *Node) run() {
 	stopc := n.stopc
 	var handOffUntil <-chan time.Time // set while handing off the leadership before stopping
 	// What Start left pending (a campaign's own vote) is handled now, not at the first tick.
-	if err := n.process(); err != nil {
-		n.fatal.Store(&err)
-		n.log.Error("controller stopped: storage failure", "err", err)
-		n.active = false
-		n.publishStatus()
-		n.failAll(ErrStopped)
+	if !n.processed() {
 		return
 	}
-	n.publishStatus()
 	for {
 		select {
 		case <-stopc:
@@ -540,15 +534,9 @@ func (n *Node) run() {
 			r.fn(n.ctrl)
 			close(r.done)
 		}
-		if err := n.process(); err != nil {
-			n.fatal.Store(&err)
-			n.log.Error("controller stopped: storage failure", "err", err)
-			n.active = false
-			n.publishStatus()
-			n.failAll(ErrStopped)
+		if !n.processed() {
 			return
 		}
-		n.publishStatus()
 		if stopc == nil && !n.isLeader && n.lead != raft.None {
 			// Another voter leads: it heard from a majority, so the votes it needed (ours, in
 			// a quorum of two) have arrived, and it tells the others what is committed.
@@ -557,6 +545,21 @@ func (n *Node) run() {
 			return
 		}
 	}
+}
+
+// processed runs process and publishes the status; false means the node stopped on a
+// storage failure (recorded for Err) and the loop must end.
+func (n *Node) processed() bool {
+	if err := n.process(); err != nil {
+		n.fatal.Store(&err)
+		n.log.Error("controller stopped: storage failure", "err", err)
+		n.active = false
+		n.publishStatus()
+		n.failAll(ErrStopped)
+		return false
+	}
+	n.publishStatus()
+	return true
 }
 
 // handOff starts moving the leadership to the voter with the most of the log, when this node
