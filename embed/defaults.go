@@ -1,5 +1,7 @@
 package embed
 
+import "maps"
+
 // The broker configs embed sets, under Options.Config (which overrides each of them). This
 // is the one place they are set: a key added to the broker that an embedded node must set
 // differently from the server (a port of its own, a listener that must stay off) goes here.
@@ -24,6 +26,11 @@ var nodeDefaults = map[string]string{
 	"broker.session.timeout.ms":        "2000",
 	"replica.lag.time.max.ms":          "3000",
 }
+
+// Defaults returns the broker configs embed sets over Kafka's defaults (a copy): the ones
+// Options.Config overrides. A harness that runs nodes in processes of their own uses them
+// to behave as embedded nodes do.
+func Defaults() map[string]string { return maps.Clone(nodeDefaults) }
 
 // clusterKeys are placed by StartCluster for every node (its id, roles, listeners, the
 // controller quorum, its log dir, the cluster id); Options.Config may not set them.
