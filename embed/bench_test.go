@@ -97,3 +97,21 @@ func BenchmarkStartCluster3Produce(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkStopRestart is Stop and then Restart of one node of a three-node cluster, until
+// Restart returns (the node serves again).
+func BenchmarkStopRestart(b *testing.B) {
+	c, err := embed.StartCluster(context.Background(), 3, embed.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		if err := c.Stop(2); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Restart(2); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
