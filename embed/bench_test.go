@@ -115,3 +115,18 @@ func BenchmarkStopRestart(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCloseCluster3 is Close of a three-node cluster (every node stopping together).
+func BenchmarkCloseCluster3(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		c, err := embed.StartCluster(context.Background(), 3, embed.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
