@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -101,6 +102,13 @@ type Broker struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	dial     wire.DialFunc           // Options.Dial (nil: net.Dialer)
+	preBound map[string]net.Listener // Options.Listeners, taken by the bind functions
+	campaign bool                    // Options.CampaignAtStart
+	// noControlled skips Close's controlled shutdown (CloseUncontrolled); set before the
+	// Close it is for.
+	noControlled bool
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -140,12 +148,46 @@ type Options struct {
 	// out-of-sync follower until restarted. nil keeps the broker running with the
 	// partition offline (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
 	OnLogDirFailure func(dir string, err error)
+	// Dial, if set, opens every connection this node makes to another node (the controller
+	// quorum's raft peers and controller APIs, replication fetches, transaction markers and
+	// other broker-to-broker requests); TLS and SASL run over what it returns. nil: a
+	// net.Dialer. The embed package routes a node's connections through it to cut the node
+	// off from the others (a network partition) while its clients stay connected.
+	Dial wire.DialFunc
+	// Listeners are already-bound listeners by listener name, used instead of binding that
+	// listener's address (the embed package binds a cluster's ports before any node starts,
+	// so no other process can take one meanwhile). The broker closes them on Close.
+	Listeners map[string]net.Listener
+	// CampaignAtStart makes this node, a voter of a new controller quorum, campaign for the
+	// leadership as it starts instead of after an election timeout (quorum.Config): for the
+	// voters of a cluster started together in one process (embed), where waiting only
+	// delays the first leader.
+	CampaignAtStart bool
+	// Started, if set, is called with the broker once it serves, before Start returns: how
+	// a caller that starts the broker through another package's API (the project's tests,
+	// through embed) gets hold of it.
+	Started func(*Broker)
+}
+
+type optionsKey struct{}
+
+// WithOptions returns ctx carrying edit, which Start applies to its Options when ctx is
+// Options.Ctx (after the caller's own settings). It is how the project's tests pass, through
+// the public embed API, what that API does not expose: a fault-injecting FS, Started. Being
+// in an internal package, it is not reachable from outside the module.
+func WithOptions(ctx context.Context, edit func(*Options)) context.Context {
+	return context.WithValue(ctx, optionsKey{}, edit)
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
 // unclean stop), joins the cluster and starts serving. It returns once the broker is
 // unfenced and serving, or with the error that stopped it.
 func Start(cfg *config.Broker, opt Options) (*Broker, error) {
+	if opt.Ctx != nil {
+		if edit, ok := opt.Ctx.Value(optionsKey{}).(func(*Options)); ok {
+			edit(&opt)
+		}
+	}
 	fs := opt.FS
 	if fs == nil {
 		fs = storage.OS
@@ -181,6 +223,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
 		meta: metadata.NewPublisher(), failed: make(chan struct{}),
+		dial: opt.Dial, preBound: maps.Clone(opt.Listeners), campaign: opt.CampaignAtStart,
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
@@ -188,6 +231,9 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if err := b.start(startCtx); err != nil {
 		b.Close()
 		return nil, err
+	}
+	if opt.Started != nil {
+		opt.Started(b)
 	}
 	return b, nil
 }
@@ -221,7 +267,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.ctrl = client.New(client.Config{
 		Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log, RequestTimeout: b.requestTimeout(),
 		Dial: func(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
-			return wire.DialSecure(ctx, addr, clientID, ctrlClient)
+			return wire.DialVia(ctx, b.dial, addr, clientID, ctrlClient)
 		},
 	})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
@@ -301,6 +347,13 @@ func (b *Broker) start(startCtx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+	if b.soleVoter {
+		// Registering before this node's own quorum has a leader would only be refused and
+		// retried after a backoff.
+		if err := b.quorum.WaitActive(ctx); err != nil {
+			return fmt.Errorf("waiting for the controller to start: %w", err)
+		}
+	}
 	if err := b.register(ctx); err != nil {
 		return fmt.Errorf("registering with the controller quorum: %w", err)
 	}
@@ -412,8 +465,11 @@ func (b *Broker) bindListeners() error {
 		s := server.New(l.Name, b.handler, b.log)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)
-		addr, err := s.Listen(l.Addr())
-		if err != nil {
+		var addr net.Addr
+		if ln := b.takeListener(l.Name); ln != nil {
+			s.Use(ln)
+			addr = ln.Addr()
+		} else if addr, err = s.Listen(l.Addr()); err != nil {
 			return fmt.Errorf("listeners %s: %w", l, err)
 		}
 		b.servers = append(b.servers, s)
@@ -425,6 +481,14 @@ func (b *Broker) bindListeners() error {
 		return errors.New("listeners: no broker listener configured")
 	}
 	return nil
+}
+
+// takeListener returns the pre-bound listener of the named listener (Options.Listeners), or
+// nil; it is taken once, and Close closes the ones never taken.
+func (b *Broker) takeListener(name string) net.Listener {
+	ln := b.preBound[name]
+	delete(b.preBound, name)
+	return ln
 }
 
 // serverLimits are the connection limits of cfg, with a new memory pool: one per set of
@@ -494,6 +558,7 @@ func (b *Broker) Close() error {
 			b.stopHeartbeats()
 		}
 		switch {
+		case b.noControlled:
 		case b.soleVoter && b.quorum.Err() != nil:
 			b.log.Warn("no controlled shutdown: this node was the only controller, and it failed")
 		case len(b.servers) > 0 && b.epoch.Load() >= 0 && !b.fenced.Load():
@@ -530,7 +595,11 @@ func (b *Broker) Close() error {
 		}
 		b.wg.Wait()
 		if b.quorum != nil {
-			if err := b.quorum.Close(); err != nil {
+			closeQuorum := b.quorum.Close
+			if b.noControlled {
+				closeQuorum = b.quorum.CloseNoHandOff // every voter stops: none takes over
+			}
+			if err := closeQuorum(); err != nil {
 				b.log.Error("closing the controller failed", "err", err)
 			}
 		}
@@ -542,11 +611,25 @@ func (b *Broker) Close() error {
 		} else {
 			b.err = b.logs.Close()
 		}
+		for _, ln := range b.preBound {
+			ln.Close() // bound for a listener start-up never reached
+		}
 		if b.err == nil {
 			b.log.Info("shut down cleanly")
 		}
 	})
 	return b.err
+}
+
+// CloseUncontrolled is Close without the controlled shutdown and without handing the
+// controller's leadership off: for the nodes of a cluster that stops as a whole, where no
+// broker stays to take leaderships over and no voter to lead, and the last ones to stop
+// would wait out a deadline for a quorum that is already gone. Everything else (flushes,
+// checkpoints, the clean-shutdown marker) is as Close.
+// Call one of Close and CloseUncontrolled, once, from one goroutine.
+func (b *Broker) CloseUncontrolled() error {
+	b.noControlled = true
+	return b.Close()
 }
 
 // newClusterID returns a Kafka-style cluster id: 16 random bytes, URL-safe base64.

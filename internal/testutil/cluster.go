@@ -19,8 +19,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/gregor-project/gregor/embed"
 	"github.com/gregor-project/gregor/internal/config"
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 // A test cluster is real `gregor server` processes on loopback ports, one per
@@ -44,13 +45,16 @@ import (
 // partition).
 
 // clusterDefaultSets are written before ClusterOptions.Sets, which override
-// them: short broker sessions and ISR lag, so failures are noticed within
-// seconds.
-var clusterDefaultSets = []string{
-	"broker.session.timeout.ms=2000",
-	"broker.heartbeat.interval.ms=200",
-	"replica.lag.time.max.ms=3000",
-	"group.initial.rebalance.delay.ms=0",
+// them: embed's defaults (short broker sessions and ISR lag, so failures are
+// noticed within seconds; no initial rebalance delay), so that a process of
+// the harness behaves as an embedded node does.
+func clusterDefaultSets() []string {
+	var sets []string
+	for k, v := range embed.Defaults() {
+		sets = append(sets, k+"="+v)
+	}
+	slices.Sort(sets) // the same properties file every time
+	return sets
 }
 
 // clusterReadyTimeout bounds how long a node may take to open its listener.
@@ -278,7 +282,7 @@ func (c *Cluster) writeConfig(n *Node) {
 	}
 
 	var sets []string
-	sets = append(sets, clusterDefaultSets...)
+	sets = append(sets, clusterDefaultSets()...)
 	sets = append(sets, c.opt.Sets...)
 	sets = append(sets, c.opt.NodeSets[n.ID]...)
 	text := config.ClusterNodeProperties(config.ClusterNode{

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 var build struct {

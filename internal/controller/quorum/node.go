@@ -87,6 +87,11 @@ type Config struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
+	// CampaignAtStart makes a voter of a new quorum (no term yet) campaign as it starts,
+	// instead of after an election timeout. For voters started together (an embedded
+	// cluster): one of them leads at once, and any other order of events is still raft's
+	// election, only sooner. A quorum of one always campaigns at start.
+	CampaignAtStart bool
 	// SnapshotEntries: snapshot the state machine every this many applied entries (default
 	// 10,000); CatchUpEntries are kept behind a snapshot for slow followers (default 1,000).
 	SnapshotEntries uint64
@@ -147,6 +152,8 @@ type Node struct {
 	once   sync.Once
 	status atomic.Pointer[Status]
 	fatal  atomic.Pointer[error]
+	// noHandOff is set by CloseNoHandOff before stopc closes.
+	noHandOff atomic.Bool
 
 	appliedSig appliedSignal // wakes Applied's waiters when applied moves (watch.go)
 
@@ -299,9 +306,10 @@ func Start(cfg Config) (*Node, error) {
 		n.tr.dial = cfg.Dial
 	}
 	n.tr.admit = cfg.Admit
-	if len(voters) == 1 {
+	if len(voters) == 1 || (cfg.CampaignAtStart && rn.BasicStatus().HardState.GetTerm() == 0) {
 		// A quorum of one need not wait out an election timeout (0.5-1 s) to lead: the
-		// embedded single-node broker is ready as soon as its log is open.
+		// embedded single-node broker is ready as soon as its log is open. Nor need a new
+		// quorum whose voters start together (CampaignAtStart).
 		if err := rn.Campaign(); err != nil {
 			st.close()
 			return nil, err
@@ -334,6 +342,18 @@ func (n *Node) event(ev transportEvent) {
 // most caught-up voter (handOff), for at most an election timeout.
 func (n *Node) Close() error {
 	n.once.Do(func() { close(n.stopc) })
+	return n.wait()
+}
+
+// CloseNoHandOff is Close without the hand-off: for a quorum whose voters all stop
+// together, where no voter would take the leadership and waiting for one only delays the
+// stop by an election timeout.
+func (n *Node) CloseNoHandOff() error {
+	n.noHandOff.Store(true)
+	return n.Close()
+}
+
+func (n *Node) wait() error {
 	<-n.donec
 	n.tr.stop()
 	return n.st.close()
@@ -472,6 +492,10 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	stopc := n.stopc
 	var handOffUntil <-chan time.Time // set while handing off the leadership before stopping
+	// What Start left pending (a campaign's own vote) is handled now, not at the first tick.
+	if !n.processed() {
+		return
+	}
 	for {
 		select {
 		case <-stopc:
@@ -510,15 +534,9 @@ func (n *Node) run() {
 			r.fn(n.ctrl)
 			close(r.done)
 		}
-		if err := n.process(); err != nil {
-			n.fatal.Store(&err)
-			n.log.Error("controller stopped: storage failure", "err", err)
-			n.active = false
-			n.publishStatus()
-			n.failAll(ErrStopped)
+		if !n.processed() {
 			return
 		}
-		n.publishStatus()
 		if stopc == nil && !n.isLeader && n.lead != raft.None {
 			// Another voter leads: it heard from a majority, so the votes it needed (ours, in
 			// a quorum of two) have arrived, and it tells the others what is committed.
@@ -529,6 +547,21 @@ func (n *Node) run() {
 	}
 }
 
+// processed runs process and publishes the status; false means the node stopped on a
+// storage failure (recorded for Err) and the loop must end.
+func (n *Node) processed() bool {
+	if err := n.process(); err != nil {
+		n.fatal.Store(&err)
+		n.log.Error("controller stopped: storage failure", "err", err)
+		n.active = false
+		n.publishStatus()
+		n.failAll(ErrStopped)
+		return false
+	}
+	n.publishStatus()
+	return true
+}
+
 // handOff starts moving the leadership to the voter with the most of the log, when this node
 // leads a quorum of several; it reports whether it did. Without it the other voters learn
 // that the last entries the stopping leader committed (a controlled shutdown's own leadership
@@ -537,7 +570,7 @@ func (n *Node) run() {
 // has the whole log, and the voter campaigns at once (Kafka's resigning leader sends
 // EndQuorumEpoch for the same reason).
 func (n *Node) handOff() bool {
-	if !n.isLeader {
+	if !n.isLeader || n.noHandOff.Load() {
 		return false
 	}
 	var to, match uint64
