@@ -88,8 +88,7 @@ type BrokerChannel interface {
 
 // Versions reports the served version range of an API key.
 func (h *Handler) Versions(key int16) (int16, int16, bool) {
-	a, ok := apis[key]
-	return a.min, a.max, ok
+	return apis.Versions(key)
 }
 
 // MaxRequestBytes is socket.request.max.bytes.
@@ -97,7 +96,7 @@ func (h *Handler) MaxRequestBytes() int32 { return h.Cfg.Current().SocketRequest
 
 // Handle answers one request whose key and version were checked against Versions.
 func (h *Handler) Handle(ctx context.Context, c *Conn, req kmsg.Request) Reply {
-	return h.withRequestQuota(ctx, c, req, apis[req.Key()].handle)
+	return h.withRequestQuota(ctx, c, req, apis[req.Key()].Handle)
 }
 
 func msg(r kmsg.Response) Reply { return Reply{Msg: r} }

@@ -4,74 +4,73 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/server"
 )
 
-// api is one served API key: its version range and handler.
-type api struct {
-	min, max int16
-	handle   func(h *Handler, ctx context.Context, c *Conn, req kmsg.Request) Reply
-}
+// handlerFunc answers one request of the API key it is listed under.
+type handlerFunc = func(h *Handler, ctx context.Context, c *Conn, req kmsg.Request) Reply
 
 // apis lists every API key the broker serves, with the versions each file implements; one
 // literal, so the served keys are read in one place. Handler.Versions and Handle read it,
 // and ApiVersions answers from it.
-var apis map[int16]api
+var apis server.APIs[handlerFunc]
 
 // The table is assigned in init rather than in its declaration only because some handlers
 // read it (ApiVersions lists it, forwarded requests take their version from it), which Go
 // reports as an initialization cycle. This is the package's only init touching the table.
 func init() {
-	apis = map[int16]api{
-		kmsg.ApiVersions.Int16():                  {0, 3, handleApiVersions},
-		kmsg.Metadata.Int16():                     {0, 12, handleMetadata},
-		kmsg.Produce.Int16():                      {0, 12, handleProduce},
-		kmsg.Fetch.Int16():                        {0, 17, handleFetch},
-		kmsg.ListOffsets.Int16():                  {0, 9, handleListOffsets},
-		kmsg.OffsetForLeaderEpoch.Int16():         {0, 4, handleOffsetForLeaderEpoch},
-		kmsg.CreateTopics.Int16():                 {0, 7, handleCreateTopics},
-		kmsg.DeleteTopics.Int16():                 {0, 6, handleDeleteTopics},
-		kmsg.CreatePartitions.Int16():             {0, 3, handleCreatePartitions},
-		kmsg.DescribeConfigs.Int16():              {0, 4, handleDescribeConfigs},
-		kmsg.AlterConfigs.Int16():                 {0, 2, handleAlterConfigs},
-		kmsg.IncrementalAlterConfigs.Int16():      {0, 1, handleIncrementalAlterConfigs},
-		kmsg.DeleteRecords.Int16():                {0, 2, handleDeleteRecords},
-		kmsg.DescribeCluster.Int16():              {0, 1, handleDescribeCluster},
-		kmsg.DescribeLogDirs.Int16():              {0, 4, handleDescribeLogDirs},
-		kmsg.InitProducerID.Int16():               {0, 5, handleInitProducerID},
-		kmsg.FindCoordinator.Int16():              {0, 6, handleFindCoordinator},
-		kmsg.JoinGroup.Int16():                    {0, 9, handleJoinGroup},
-		kmsg.SyncGroup.Int16():                    {0, 5, handleSyncGroup},
-		kmsg.Heartbeat.Int16():                    {0, 4, handleHeartbeat},
-		kmsg.LeaveGroup.Int16():                   {0, 5, handleLeaveGroup},
-		kmsg.OffsetCommit.Int16():                 {0, 9, handleOffsetCommit},
-		kmsg.OffsetFetch.Int16():                  {0, 9, handleOffsetFetch},
-		kmsg.TxnOffsetCommit.Int16():              {0, 5, handleTxnOffsetCommit},
-		kmsg.OffsetDelete.Int16():                 {0, 0, handleOffsetDelete},
-		kmsg.DescribeGroups.Int16():               {0, 5, handleDescribeGroups},
-		kmsg.ListGroups.Int16():                   {0, 5, handleListGroups},
-		kmsg.DeleteGroups.Int16():                 {0, 2, handleDeleteGroups},
-		kmsg.ConsumerGroupHeartbeat.Int16():       {0, 1, handleConsumerGroupHeartbeat},
-		kmsg.ConsumerGroupDescribe.Int16():        {0, 1, handleConsumerGroupDescribe},
-		kmsg.AddPartitionsToTxn.Int16():           {0, 5, handleAddPartitionsToTxn},
-		kmsg.AddOffsetsToTxn.Int16():              {0, 4, handleAddOffsetsToTxn},
-		kmsg.EndTxn.Int16():                       {0, 5, handleEndTxn},
-		kmsg.WriteTxnMarkers.Int16():              {0, 2, handleWriteTxnMarkers},
-		kmsg.DescribeTransactions.Int16():         {0, 0, handleDescribeTransactions},
-		kmsg.ListTransactions.Int16():             {0, 2, handleListTransactions},
-		kmsg.DescribeProducers.Int16():            {0, 0, handleDescribeProducers},
-		kmsg.DescribeACLs.Int16():                 {0, 3, handleDescribeACLs},
-		kmsg.CreateACLs.Int16():                   {0, 3, handleCreateACLs},
-		kmsg.DeleteACLs.Int16():                   {0, 3, handleDeleteACLs},
-		kmsg.DescribeUserSCRAMCredentials.Int16(): {0, 0, handleDescribeUserSCRAMCredentials},
-		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, handleAlterUserSCRAMCredentials},
-		kmsg.SASLHandshake.Int16():                {0, 1, handleSaslHandshake},
-		kmsg.SASLAuthenticate.Int16():             {0, 2, handleSaslAuthenticate},
-		kmsg.DescribeClientQuotas.Int16():         {0, 1, handleDescribeClientQuotas},
-		kmsg.AlterClientQuotas.Int16():            {0, 1, handleAlterClientQuotas},
+	apis = server.APIs[handlerFunc]{
+		kmsg.ApiVersions.Int16():                  {Min: 0, Max: 3, Handle: handleApiVersions},
+		kmsg.Metadata.Int16():                     {Min: 0, Max: 12, Handle: handleMetadata},
+		kmsg.Produce.Int16():                      {Min: 0, Max: 12, Handle: handleProduce},
+		kmsg.Fetch.Int16():                        {Min: 0, Max: 17, Handle: handleFetch},
+		kmsg.ListOffsets.Int16():                  {Min: 0, Max: 9, Handle: handleListOffsets},
+		kmsg.OffsetForLeaderEpoch.Int16():         {Min: 0, Max: 4, Handle: handleOffsetForLeaderEpoch},
+		kmsg.CreateTopics.Int16():                 {Min: 0, Max: 7, Handle: handleCreateTopics},
+		kmsg.DeleteTopics.Int16():                 {Min: 0, Max: 6, Handle: handleDeleteTopics},
+		kmsg.CreatePartitions.Int16():             {Min: 0, Max: 3, Handle: handleCreatePartitions},
+		kmsg.DescribeConfigs.Int16():              {Min: 0, Max: 4, Handle: handleDescribeConfigs},
+		kmsg.AlterConfigs.Int16():                 {Min: 0, Max: 2, Handle: handleAlterConfigs},
+		kmsg.IncrementalAlterConfigs.Int16():      {Min: 0, Max: 1, Handle: handleIncrementalAlterConfigs},
+		kmsg.DeleteRecords.Int16():                {Min: 0, Max: 2, Handle: handleDeleteRecords},
+		kmsg.DescribeCluster.Int16():              {Min: 0, Max: 1, Handle: handleDescribeCluster},
+		kmsg.DescribeLogDirs.Int16():              {Min: 0, Max: 4, Handle: handleDescribeLogDirs},
+		kmsg.InitProducerID.Int16():               {Min: 0, Max: 5, Handle: handleInitProducerID},
+		kmsg.FindCoordinator.Int16():              {Min: 0, Max: 6, Handle: handleFindCoordinator},
+		kmsg.JoinGroup.Int16():                    {Min: 0, Max: 9, Handle: handleJoinGroup},
+		kmsg.SyncGroup.Int16():                    {Min: 0, Max: 5, Handle: handleSyncGroup},
+		kmsg.Heartbeat.Int16():                    {Min: 0, Max: 4, Handle: handleHeartbeat},
+		kmsg.LeaveGroup.Int16():                   {Min: 0, Max: 5, Handle: handleLeaveGroup},
+		kmsg.OffsetCommit.Int16():                 {Min: 0, Max: 9, Handle: handleOffsetCommit},
+		kmsg.OffsetFetch.Int16():                  {Min: 0, Max: 9, Handle: handleOffsetFetch},
+		kmsg.TxnOffsetCommit.Int16():              {Min: 0, Max: 5, Handle: handleTxnOffsetCommit},
+		kmsg.OffsetDelete.Int16():                 {Min: 0, Max: 0, Handle: handleOffsetDelete},
+		kmsg.DescribeGroups.Int16():               {Min: 0, Max: 5, Handle: handleDescribeGroups},
+		kmsg.ListGroups.Int16():                   {Min: 0, Max: 5, Handle: handleListGroups},
+		kmsg.DeleteGroups.Int16():                 {Min: 0, Max: 2, Handle: handleDeleteGroups},
+		kmsg.ConsumerGroupHeartbeat.Int16():       {Min: 0, Max: 1, Handle: handleConsumerGroupHeartbeat},
+		kmsg.ConsumerGroupDescribe.Int16():        {Min: 0, Max: 1, Handle: handleConsumerGroupDescribe},
+		kmsg.AddPartitionsToTxn.Int16():           {Min: 0, Max: 5, Handle: handleAddPartitionsToTxn},
+		kmsg.AddOffsetsToTxn.Int16():              {Min: 0, Max: 4, Handle: handleAddOffsetsToTxn},
+		kmsg.EndTxn.Int16():                       {Min: 0, Max: 5, Handle: handleEndTxn},
+		kmsg.WriteTxnMarkers.Int16():              {Min: 0, Max: 2, Handle: handleWriteTxnMarkers},
+		kmsg.DescribeTransactions.Int16():         {Min: 0, Max: 0, Handle: handleDescribeTransactions},
+		kmsg.ListTransactions.Int16():             {Min: 0, Max: 2, Handle: handleListTransactions},
+		kmsg.DescribeProducers.Int16():            {Min: 0, Max: 0, Handle: handleDescribeProducers},
+		kmsg.DescribeACLs.Int16():                 {Min: 0, Max: 3, Handle: handleDescribeACLs},
+		kmsg.CreateACLs.Int16():                   {Min: 0, Max: 3, Handle: handleCreateACLs},
+		kmsg.DeleteACLs.Int16():                   {Min: 0, Max: 3, Handle: handleDeleteACLs},
+		kmsg.DescribeUserSCRAMCredentials.Int16(): {Min: 0, Max: 0, Handle: handleDescribeUserSCRAMCredentials},
+		kmsg.AlterUserSCRAMCredentials.Int16():    {Min: 0, Max: 0, Handle: handleAlterUserSCRAMCredentials},
+		kmsg.SASLHandshake.Int16():                {Min: 0, Max: 1, Handle: handleSaslHandshake},
+		kmsg.SASLAuthenticate.Int16():             {Min: 0, Max: 2, Handle: handleSaslAuthenticate},
+		kmsg.DescribeClientQuotas.Int16():         {Min: 0, Max: 1, Handle: handleDescribeClientQuotas},
+		kmsg.AlterClientQuotas.Int16():            {Min: 0, Max: 1, Handle: handleAlterClientQuotas},
 		// Served only by forwarding to the controller.
-		kmsg.ElectLeaders.Int16():               {0, 2, handleElectLeaders},
-		kmsg.AlterPartitionAssignments.Int16():  {0, 1, handleAlterPartitionReassignments},
-		kmsg.ListPartitionReassignments.Int16(): {0, 0, handleListPartitionReassignments},
-		kmsg.UnregisterBroker.Int16():           {0, 0, handleUnregisterBroker},
+		kmsg.ElectLeaders.Int16():               {Min: 0, Max: 2, Handle: handleElectLeaders},
+		kmsg.AlterPartitionAssignments.Int16():  {Min: 0, Max: 1, Handle: handleAlterPartitionReassignments},
+		kmsg.ListPartitionReassignments.Int16(): {Min: 0, Max: 0, Handle: handleListPartitionReassignments},
+		kmsg.UnregisterBroker.Int16():           {Min: 0, Max: 0, Handle: handleUnregisterBroker},
 	}
 }
