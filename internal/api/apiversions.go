@@ -48,4 +48,3 @@ func (h *Handler) UnsupportedApiVersions() kmsg.Response {
 	resp.ApiKeys = apis.ApiKeys()
 	return resp
 }
-
