@@ -1,6 +1,10 @@
 // Package server owns the listeners and connection loops: it frames requests, decodes them
 // with kmsg after checking the API key and version, hands them to the api handler and writes
 // the replies back in order.
+//
+// It also holds the contract between the loop and the handlers (a broker's internal/api and
+// a controller's internal/controller/rpc): Handler, Reply and Conn (reply.go), and the table
+// type each handler lists its API keys in (APIs, apis.go). It imports nothing above it.
 package server
 
 import (
