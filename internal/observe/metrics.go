@@ -132,7 +132,8 @@ func (g *GroupCounters) Rebalanced() {
 // Topics are Kafka's BrokerTopicMetrics, per topic.
 type Topics struct {
 	vecs struct {
-		messagesIn, bytesIn, bytesOut, bytesRejected, failedProduce, failedFetch, replBytesIn, replBytesOut *prometheus.CounterVec
+		messagesIn, bytesIn, bytesOut, bytesRejected, totalProduce, totalFetch *prometheus.CounterVec
+		failedProduce, failedFetch, replBytesIn, replBytesOut                  *prometheus.CounterVec
 	}
 	mu struct {
 		sync.RWMutex
@@ -140,11 +141,61 @@ type Topics struct {
 	}
 }
 
-// TopicCounters are one topic's BrokerTopicMetrics meters.
+// TopicCounters are one topic's BrokerTopicMetrics meters. Its methods are safe on nil.
 type TopicCounters struct {
-	MessagesIn, BytesIn, BytesOut, BytesRejected prometheus.Counter
-	FailedProduce, FailedFetch                   prometheus.Counter
-	ReplicationBytesIn, ReplicationBytesOut      prometheus.Counter
+	messagesIn, bytesIn, bytesOut, bytesRejected prometheus.Counter
+	totalProduce, totalFetch                     prometheus.Counter
+	failedProduce, failedFetch                   prometheus.Counter
+	replBytesIn, replBytesOut                    prometheus.Counter
+}
+
+// Produced counts one partition's records appended: records of them, bytes as received.
+func (c *TopicCounters) Produced(records, bytes int) {
+	if c != nil {
+		c.totalProduce.Inc()
+		c.messagesIn.Add(float64(records))
+		c.bytesIn.Add(float64(bytes))
+	}
+}
+
+// ProduceFailed counts one partition's produce that failed; rejected is the bytes refused as
+// too large or invalid (0 for other failures).
+func (c *TopicCounters) ProduceFailed(rejected int) {
+	if c != nil {
+		c.totalProduce.Inc()
+		c.failedProduce.Inc()
+		if rejected > 0 {
+			c.bytesRejected.Add(float64(rejected))
+		}
+	}
+}
+
+// Fetched counts one partition of a Fetch answered with bytes of records; follower says a
+// follower fetched them (replication, not BytesOut).
+func (c *TopicCounters) Fetched(bytes int, follower bool) {
+	switch {
+	case c == nil:
+	case follower:
+		c.replBytesOut.Add(float64(bytes))
+	default:
+		c.totalFetch.Inc()
+		c.bytesOut.Add(float64(bytes))
+	}
+}
+
+// FetchFailed counts one partition of a consumer's Fetch that failed.
+func (c *TopicCounters) FetchFailed() {
+	if c != nil {
+		c.totalFetch.Inc()
+		c.failedFetch.Inc()
+	}
+}
+
+// Replicated counts bytes this broker's follower fetched from the partition's leader.
+func (c *TopicCounters) Replicated(bytes int) {
+	if c != nil {
+		c.replBytesIn.Add(float64(bytes))
+	}
 }
 
 func newTopics(reg *prometheus.Registry) *Topics {
@@ -158,6 +209,8 @@ func newTopics(reg *prometheus.Registry) *Topics {
 	t.vecs.bytesIn = vec("bytesin", "Record bytes produced to the topic on this broker (BytesInPerSec).")
 	t.vecs.bytesOut = vec("bytesout", "Record bytes fetched from the topic by consumers on this broker (BytesOutPerSec).")
 	t.vecs.bytesRejected = vec("bytesrejected", "Record bytes refused as too large or invalid (BytesRejectedPerSec).")
+	t.vecs.totalProduce = vec("totalproducerequests", "Produce requests' partitions of the topic (TotalProduceRequestsPerSec).")
+	t.vecs.totalFetch = vec("totalfetchrequests", "Consumer Fetch requests' partitions of the topic (TotalFetchRequestsPerSec).")
 	t.vecs.failedProduce = vec("failedproducerequests", "Produce requests' partitions of the topic that failed (FailedProduceRequestsPerSec).")
 	t.vecs.failedFetch = vec("failedfetchrequests", "Fetch requests' partitions of the topic that failed (FailedFetchRequestsPerSec).")
 	t.vecs.replBytesIn = vec("replicationbytesin", "Record bytes this broker's followers fetched from leaders (ReplicationBytesInPerSec).")
@@ -183,10 +236,11 @@ func (t *Topics) For(topic string) *TopicCounters {
 	if c = t.mu.byName[topic]; c == nil {
 		v := &t.vecs
 		c = &TopicCounters{
-			MessagesIn: v.messagesIn.WithLabelValues(topic), BytesIn: v.bytesIn.WithLabelValues(topic),
-			BytesOut: v.bytesOut.WithLabelValues(topic), BytesRejected: v.bytesRejected.WithLabelValues(topic),
-			FailedProduce: v.failedProduce.WithLabelValues(topic), FailedFetch: v.failedFetch.WithLabelValues(topic),
-			ReplicationBytesIn: v.replBytesIn.WithLabelValues(topic), ReplicationBytesOut: v.replBytesOut.WithLabelValues(topic),
+			messagesIn: v.messagesIn.WithLabelValues(topic), bytesIn: v.bytesIn.WithLabelValues(topic),
+			bytesOut: v.bytesOut.WithLabelValues(topic), bytesRejected: v.bytesRejected.WithLabelValues(topic),
+			totalProduce: v.totalProduce.WithLabelValues(topic), totalFetch: v.totalFetch.WithLabelValues(topic),
+			failedProduce: v.failedProduce.WithLabelValues(topic), failedFetch: v.failedFetch.WithLabelValues(topic),
+			replBytesIn: v.replBytesIn.WithLabelValues(topic), replBytesOut: v.replBytesOut.WithLabelValues(topic),
 		}
 		t.mu.byName[topic] = c
 	}
@@ -205,7 +259,7 @@ func (t *Topics) Forget(topic string) {
 	}
 	delete(t.mu.byName, topic)
 	v := &t.vecs
-	for _, vec := range []*prometheus.CounterVec{v.messagesIn, v.bytesIn, v.bytesOut, v.bytesRejected, v.failedProduce, v.failedFetch, v.replBytesIn, v.replBytesOut} {
+	for _, vec := range []*prometheus.CounterVec{v.messagesIn, v.bytesIn, v.bytesOut, v.bytesRejected, v.totalProduce, v.totalFetch, v.failedProduce, v.failedFetch, v.replBytesIn, v.replBytesOut} {
 		vec.DeleteLabelValues(topic)
 	}
 }

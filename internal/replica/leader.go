@@ -142,7 +142,11 @@ func (p *Partition) handleAlterPartition(id uint64, res AlterPartitionResult, no
 	if ls == nil {
 		return
 	}
+	before := len(ls.isr)
 	ls.HandleAlterPartition(id, res, nowMs)
+	if o := p.m.replication(); o != nil {
+		o.ISRChanges.ISRChanged(before, len(ls.isr)) // Kafka's IsrShrinksPerSec / IsrExpandsPerSec
+	}
 	p.readyLocked()
 	if v := p.role.Load(); v.kind == roleLeader && v.partitionEpoch != ls.PartitionEpoch() {
 		p.role.Store(&roleView{kind: roleLeader, leader: v.leader, leaderEpoch: v.leaderEpoch, partitionEpoch: ls.PartitionEpoch()})

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
@@ -57,6 +58,8 @@ type ReplicationOptions struct {
 	Eligible       func(id int32) bool         // broker may join an ISR (registered, unfenced); nil = all
 	TopicID        func(topic string) [16]byte // for AlterPartition v2+; nil: by name (v1)
 	Now            func() time.Time            // nil: time.Now
+	// ISRChanges counts the ISR shrinks and expansions the controller accepted; nil: none.
+	ISRChanges *observe.ReplicaCounters
 }
 
 func (o *ReplicationOptions) nowMs() int64 {

@@ -94,6 +94,10 @@ type Config struct {
 	// MaxMessageBytes is the largest raft message accepted from a peer (default 256 MiB).
 	MaxMessageBytes int
 	State           state.Config
+	// CommitLatency, if set, is told how long each of this controller's proposals took from
+	// proposing to applying its commit (Kafka's raft-metrics commit-latency). It is called
+	// on the raft loop: it must not block.
+	CommitLatency func(time.Duration)
 	// AutoLeaderRebalance (auto.leader.rebalance.enable) makes the active controller check
 	// the leader imbalance every ImbalanceCheckInterval (leader.imbalance.check.interval.seconds,
 	// default 300 s) and move leadership back to preferred replicas when a broker's share of
@@ -171,6 +175,7 @@ type proposal struct {
 	done chan result // buffered: the loop never blocks on it
 	seq  uint64
 	resp any
+	at   time.Time // when it was proposed to raft
 }
 
 type result struct {
@@ -654,6 +659,9 @@ func (n *Node) apply(e *pb.Entry) {
 	}
 	if n.inflight != nil && proposer == n.id && seq == n.inflight.seq {
 		n.publishStatus() // a caller that sees its command done sees Applied cover it
+		if on := n.cfg.CommitLatency; on != nil {
+			on(time.Since(n.inflight.at))
+		}
 		if aerr != nil {
 			n.inflight.finish(nil, fmt.Errorf("%w: %v", kerr.UnknownServerError, aerr))
 		} else {
@@ -714,6 +722,7 @@ func (n *Node) propose() bool {
 func (n *Node) submit(p *proposal, recs []state.Record) bool {
 	n.seq++
 	p.seq = n.seq
+	p.at = time.Now()
 	if err := n.rn.Propose(encodeEntry(n.id, p.seq, recs)); err != nil {
 		p.finish(nil, fmt.Errorf("%w (%v)", ErrNotController, err))
 		return false
