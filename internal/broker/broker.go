@@ -31,6 +31,7 @@ import (
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/server"
@@ -101,6 +102,15 @@ type Broker struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	// metrics are the node's metrics (observe.go), made before anything starts; http serves
+	// them (nil when http.listener is empty). caughtUpOnce, serving and closing feed /readyz:
+	// the metadata log was replayed at start, the listeners serve, Close began.
+	metrics      *observe.Metrics
+	http         *observe.Server
+	caughtUpOnce atomic.Bool
+	serving      atomic.Bool
+	closing      atomic.Bool
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -172,6 +182,8 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if on := opt.OnLogDirFailure; on != nil {
 		logs.OnLogOffline = func(_ string, err error) { on(dir, err) } // before any log opens
 	}
+	metrics := observe.New()
+	logs.OnFlush = metrics.Log.Flushed
 	clusterID, err := format(logs, cfg, log)
 	if err != nil {
 		logs.Close()
@@ -180,11 +192,16 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
-		meta: metadata.NewPublisher(), failed: make(chan struct{}),
+		meta: metadata.NewPublisher(), failed: make(chan struct{}), metrics: metrics,
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	metrics.Watch(b)
+	if err := b.startHTTP(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.start(startCtx); err != nil {
 		b.Close()
 		return nil, err
@@ -237,7 +254,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.handler = &api.Handler{
 		Cfg: cfg, Meta: b.meta, Replicas: b.replicas, Logs: b.logs, Log: log, Now: time.Now,
 		NodeID: cfg.NodeID, ClusterID: b.clusterID, Rack: cfg.BrokerRack, Controller: b.ctrl,
-		Listeners: listenerStores{b},
+		Listeners: listenerStores{b}, Topics: b.metrics.Topics,
 	}
 	if err := b.bindListeners(); err != nil {
 		return err
@@ -255,6 +272,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		AlterPartition: b.alterPartition,
 		Eligible:       b.eligible,
 		TopicID:        b.topicID,
+		ISRChanges:     b.metrics.Replica,
 	})
 	b.fetchers = replica.NewFetchers(replica.FetcherOptions{
 		LocalID:          cfg.NodeID,
@@ -272,8 +290,10 @@ func (b *Broker) start(startCtx context.Context) error {
 		},
 		Log: log,
 	})
+	groupCfg := group.ConfigFrom(cfg)
+	groupCfg.OnRebalance = b.metrics.Groups.Rebalanced
 	b.handler.Groups = group.NewCoordinator(group.Options{
-		Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, Manual: true,
+		Config: groupCfg, Replicas: b.replicas, Log: log, Manual: true,
 		EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics,
 	})
 	if err := b.handler.Groups.Start(); err != nil {
@@ -320,6 +340,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		return err
 	}
 	b.serve()
+	b.serving.Store(true)
 	b.startLoops(b.ctx)
 	log.Info("broker started", "node_id", cfg.NodeID, "cluster_id", b.clusterID, "broker_epoch", b.epoch.Load())
 	return nil
@@ -410,6 +431,7 @@ func (b *Broker) bindListeners() error {
 		}
 		b.listenerSec[l.Name] = sec
 		s := server.New(l.Name, b.handler, b.log)
+		s.SetMetrics(b.metrics.Requests)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)
 		addr, err := s.Listen(l.Addr())
@@ -490,6 +512,7 @@ func (b *Broker) Metadata() *metadata.Publisher { return b.meta }
 // state, flush and checkpoint every log and write the clean-shutdown marker.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		b.closing.Store(true)
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()
 		}
@@ -541,6 +564,11 @@ func (b *Broker) Close() error {
 			b.err = b.replicas.Close()
 		} else {
 			b.err = b.logs.Close()
+		}
+		if b.http != nil {
+			if err := b.http.Close(); err != nil {
+				b.log.Warn("closing the http listener", "err", err)
+			}
 		}
 		if b.err == nil {
 			b.log.Info("shut down cleanly")

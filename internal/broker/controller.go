@@ -87,6 +87,8 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		Dial:      dial,
 		Admit:     admit,
 		Logger:    b.log,
+		// raft-metrics commit-latency
+		CommitLatency: b.metrics.Raft.Committed,
 		// auto.leader.rebalance.enable: the active controller moves leadership back to
 		// preferred replicas when a broker's share of misplaced leaders passes the limit.
 		AutoLeaderRebalance:    cfg.AutoLeaderRebalanceEnable,

@@ -45,6 +45,7 @@ func (b *Broker) catchUp(ctx context.Context) error {
 		}
 	}
 	b.caughtUp = true
+	b.caughtUpOnce.Store(true)
 	b.reconcile(nil, b.meta.Image())
 	return nil
 }

@@ -37,7 +37,8 @@ func StartBroker(t testing.TB, sets ...string) *Broker {
 // StartBrokerIn starts a broker on an existing data dir (a restart) with an optional fault FS.
 func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Broker {
 	t.Helper()
-	all := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"}, sets...)
+	// http.listener on a port of its own: tests run many brokers on one machine.
+	all := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0", "http.listener=127.0.0.1:0"}, sets...)
 	cfg, err := config.Load("", all)
 	if err != nil {
 		t.Fatalf("config: %v", err)

@@ -129,7 +129,10 @@ type Status struct {
 	Leader  int32 // node id of the raft leader, -1 if unknown
 	Term    uint64
 	Applied int64 // metadata offset applied to this node's image
-	Active  bool  // this node is the active controller
+	// Committed is the highest offset this node knows committed (raft's commit index, as of
+	// the last status published: at least Applied).
+	Committed int64
+	Active    bool // this node is the active controller
 }
 
 // Node is one running controller.
@@ -369,7 +372,7 @@ func (n *Node) publishStatus() {
 	if n.lead != raft.None {
 		leader = int32(n.lead - 1)
 	}
-	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Active: n.active})
+	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Committed: max(int64(hs.HardState.GetCommit()), int64(n.applied)), Active: n.active})
 	n.appliedSig.set(int64(n.applied))
 }
 
