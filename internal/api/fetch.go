@@ -526,7 +526,16 @@ func (f *fetch) count(topics []fetchTopic) {
 	follower := f.replicaID >= 0
 	for i := range topics {
 		t := &topics[i]
-		tc := f.h.Topics.For(t.name)
+		name := t.name // "" for a topic fetched by id: the partitions know it
+		for _, p := range f.parts[i] {
+			if name == "" && p != nil {
+				name = p.Topic
+			}
+		}
+		if name == "" {
+			continue // unknown topic: no counters made for it
+		}
+		tc := f.h.Topics.For(name)
 		for j := range t.parts {
 			p := &t.parts[j]
 			switch n := len(p.records) + p.file.N; {

@@ -61,14 +61,14 @@ func newReplicaCounters(reg *prometheus.Registry) *ReplicaCounters {
 	return r
 }
 
-// ISRChanged counts one committed ISR change from before to after replicas.
-func (r *ReplicaCounters) ISRChanged(before, after int) {
+// ISRChanged counts one ISR change the controller accepted: an expansion or a shrink.
+func (r *ReplicaCounters) ISRChanged(expand bool) {
 	switch {
 	case r == nil:
-	case after < before:
-		r.shrinks.Inc()
-	case after > before:
+	case expand:
 		r.expands.Inc()
+	default:
+		r.shrinks.Inc()
 	}
 }
 
