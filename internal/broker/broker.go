@@ -288,7 +288,8 @@ func (b *Broker) start(startCtx context.Context) error {
 		Dial: func(ctx context.Context, addr string) (*wire.Conn, error) {
 			return b.dialBroker(ctx, addr, fmt.Sprintf("gregor-replica-%d", cfg.NodeID))
 		},
-		Log: log,
+		Log:    log,
+		Topics: b.metrics.Topics,
 	})
 	groupCfg := group.ConfigFrom(cfg)
 	groupCfg.OnRebalance = b.metrics.Groups.Rebalanced

@@ -69,6 +69,11 @@ func TestMetricsThroughFailover(t *testing.T) {
 	if got := sumAll(c, "kafka_server_brokertopicmetrics_bytesin_total", map[string]string{"topic": topic}); got <= 0 {
 		t.Fatalf("bytes in: %v", got)
 	}
+	// The followers replicated the same bytes (acks=all: before each answer).
+	in := sumAll(c, "kafka_server_brokertopicmetrics_bytesin_total", map[string]string{"topic": topic})
+	if got := sumAll(c, "kafka_server_brokertopicmetrics_replicationbytesin_total", map[string]string{"topic": topic}); got < in {
+		t.Fatalf("replication bytes in: %v, produced %v bytes to RF 3", got, in)
+	}
 
 	// Consume everything (no group): bytes out move.
 	cons := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
