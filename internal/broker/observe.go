@@ -1,9 +1,15 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"sync"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/observe"
 )
@@ -74,7 +80,8 @@ func (b *Broker) Snapshot() observe.Snapshot {
 		if b.quorum != nil {
 			s.Broker.MetadataLag = max(b.quorum.Status().Committed-im.Offset, 0)
 		}
-		hw := map[partitionKey]int64{}
+		led := map[partitionKey]int64{}     // high watermarks of the partitions this broker leads
+		follows := map[partitionKey]int64{} // and of those it follows
 		for _, p := range b.replicas.Partitions() {
 			st := p.Stats()
 			s.Partitions = append(s.Partitions, observe.PartitionStats{
@@ -83,18 +90,22 @@ func (b *Broker) Snapshot() observe.Snapshot {
 				LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset, HighWatermark: st.HighWatermark,
 				WaitingProduces: st.WaitingProduces,
 			})
-			hw[partitionKey{p.Topic, p.Index}] = st.HighWatermark
+			if st.Leader {
+				led[partitionKey{p.Topic, p.Index}] = st.HighWatermark
+			} else {
+				follows[partitionKey{p.Topic, p.Index}] = st.HighWatermark
+			}
 		}
 		for _, sv := range b.servers {
 			s.Conns = append(s.Conns, observe.ListenerConn{Listener: sv.Name(), Connections: sv.Connections()})
 		}
 		if g := b.handler.Groups; g != nil {
-			for _, gs := range g.Stats() {
+			groups := g.Stats()
+			ends := b.groupEnds(im, groups, led, follows)
+			for _, gs := range groups {
 				s.Groups = append(s.Groups, observe.GroupStats{Group: gs.ID, State: gs.State})
 				for tp, off := range gs.Offsets {
-					// The lag of a partition this broker has no replica of is left to no one:
-					// its end is not known here (docs/metrics.md).
-					if end, ok := hw[partitionKey{tp.Topic, tp.Partition}]; ok {
+					if end, ok := ends[partitionKey{tp.Topic, tp.Partition}]; ok {
 						s.Lags = append(s.Lags, observe.OffsetLag{Group: gs.ID, Topic: tp.Topic, Partition: tp.Partition, Committed: off, End: end})
 					}
 				}
@@ -110,6 +121,107 @@ func (b *Broker) Snapshot() observe.Snapshot {
 		s.Controller = c
 	}
 	return s
+}
+
+// lagLookupTimeout bounds a scrape's questions to other brokers for the ends of the
+// partitions whose groups this broker coordinates.
+const lagLookupTimeout = 2 * time.Second
+
+// groupEnds is the end (high watermark) of every partition the groups have committed offsets
+// for: this broker's own for the partitions it leads; the leader's, asked with one ListOffsets
+// (latest) per leader, for the others; a follower's own when its leader does not answer in
+// time. A partition whose end is not known is left out (no lag reported for it).
+func (b *Broker) groupEnds(im *metadata.Image, groups []group.GroupStats, led, follows map[partitionKey]int64) map[partitionKey]int64 {
+	ends := make(map[partitionKey]int64, len(led))
+	remote := map[int32]map[string][]int32{} // leader -> topic -> partitions
+	for _, gs := range groups {
+		for tp := range gs.Offsets {
+			k := partitionKey{tp.Topic, tp.Partition}
+			if _, done := ends[k]; done {
+				continue
+			}
+			if hw, ok := led[k]; ok {
+				ends[k] = hw
+				continue
+			}
+			t := im.Topic(tp.Topic)
+			if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.Parts) || t.Parts[tp.Partition].Leader == metadata.NoLeader || b.peers == nil {
+				if hw, ok := follows[k]; ok {
+					ends[k] = hw
+				}
+				continue
+			}
+			ends[k] = -1 // asked below
+			leader := t.Parts[tp.Partition].Leader
+			if remote[leader] == nil {
+				remote[leader] = map[string][]int32{}
+			}
+			remote[leader][tp.Topic] = append(remote[leader][tp.Topic], tp.Partition)
+		}
+	}
+	if len(remote) > 0 {
+		ctx, cancel := context.WithTimeout(b.ctx, lagLookupTimeout)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for leader, topics := range remote {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got := b.highWatermarks(ctx, leader, topics)
+				mu.Lock()
+				defer mu.Unlock()
+				for k, hw := range got {
+					ends[k] = hw
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for k, end := range ends {
+		if end >= 0 {
+			continue
+		}
+		if hw, ok := follows[k]; ok {
+			ends[k] = hw
+		} else {
+			delete(ends, k)
+		}
+	}
+	return ends
+}
+
+// highWatermarks asks broker leader for the high watermarks of topics' partitions (ListOffsets,
+// latest, read_uncommitted: what a consumer can reach); the partitions it did not answer for
+// are left out.
+func (b *Broker) highWatermarks(ctx context.Context, leader int32, topics map[string][]int32) map[partitionKey]int64 {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(2)
+	req.ReplicaID = -1
+	for name, parts := range topics {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = name
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := b.peers.Request(ctx, leader, req)
+	if err != nil {
+		b.log.Debug("consumer lag: asking the leader for high watermarks failed", "leader", leader, "err", err)
+		return nil
+	}
+	out := map[partitionKey]int64{}
+	for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode == 0 && rp.Offset >= 0 {
+				out[partitionKey{rt.Topic, rp.Partition}] = rp.Offset
+			}
+		}
+	}
+	return out
 }
 
 type partitionKey struct {

@@ -15,8 +15,9 @@
 //
 //   - Gauges are read at scrape time from a Snapshot: the broker (the one package that sees
 //     every part) implements Source, and Collector turns its Snapshot into metrics. Nothing
-//     polls in the background; a scrape costs one pass over the partitions and groups, and
-//     nothing when nobody scrapes. Collect (snapshot.go) is a pure function of the Snapshot,
+//     polls in the background; a scrape costs one pass over the partitions and groups (and,
+//     for consumer lag, one ListOffsets to each broker leading a partition a coordinated
+//     group committed to), and nothing when nobody scrapes. Collect (snapshot.go) is a pure function of the Snapshot,
 //     tested without a broker.
 //
 // This package imports nothing of Gregor's, so every layer may import it.

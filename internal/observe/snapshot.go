@@ -9,7 +9,8 @@ import (
 
 // Source gives the broker's state at scrape time.
 type Source interface {
-	// Snapshot is the state now. It is called once per scrape, on the scraping goroutine.
+	// Snapshot is the state now. It is called once per scrape, on the scraping goroutine,
+	// and may wait (bounded) for other brokers' answers.
 	Snapshot() Snapshot
 }
 
@@ -22,7 +23,7 @@ type Snapshot struct {
 	// Broker is set on a broker node (nil on a controller-only node).
 	Broker *BrokerStats
 	Groups []GroupStats   // the groups this broker coordinates
-	Lags   []OffsetLag    // their committed offsets, of partitions this broker has a replica of
+	Lags   []OffsetLag    // their committed offsets, with the ends of their partitions
 	Conns  []ListenerConn // per broker listener
 }
 

@@ -120,6 +120,52 @@ func TestMetricsThroughFailover(t *testing.T) {
 		return true
 	}, "consumer lag = produced - committed")
 
+	// A topic of one replica a partition: the group's coordinator holds at most one of its
+	// partitions and asks the other leaders for their high watermarks.
+	const single = "observed-rf1"
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, single); err != nil {
+		t.Fatal(err)
+	}
+	singleProduced := map[int32]int64{}
+	for i := range 90 {
+		r := &kgo.Record{Topic: single, Key: []byte(strconv.Itoa(i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		singleProduced[r.Partition]++
+	}
+	committed = kadm.Offsets{}
+	for p, n := range singleProduced {
+		committed.Add(kadm.Offset{Topic: single, Partition: p, At: n / 2, LeaderEpoch: -1})
+	}
+	if _, err := adm.CommitOffsets(ctx, group, committed); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(t, waitFor, func() bool {
+		for p, n := range singleProduced {
+			lbl := map[string]string{"consumergroup": group, "topic": single, "partition": strconv.Itoa(int(p))}
+			if sumAll(c, "kafka_consumergroup_lag", lbl) != float64(n-n/2) {
+				return false
+			}
+		}
+		return true
+	}, "consumer lag of partitions led elsewhere = produced - committed")
+	// Deleted, its series go.
+	if _, err := adm.DeleteTopics(ctx, single); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(t, waitFor, func() bool {
+		for _, n := range c.Nodes() {
+			if _, ok := scrape(n.HTTPAddr())["kafka_server_brokertopicmetrics_messagesin_total"]; !ok {
+				return false
+			}
+			if present(scrape(n.HTTPAddr()), "kafka_server_brokertopicmetrics_messagesin_total", map[string]string{"topic": single}) {
+				return false
+			}
+		}
+		return true
+	}, "a deleted topic's metrics gone")
+
 	// The cluster's view: one active controller, nothing offline, nothing under-replicated.
 	if got := sumAll(c, "kafka_controller_kafkacontroller_activecontrollercount", nil); got != 1 {
 		t.Fatalf("active controllers: %v", got)
@@ -227,6 +273,28 @@ next:
 		}
 	}
 	return total
+}
+
+// present reports whether fams has a series of name matching labels.
+func present(fams map[string]*dto.MetricFamily, name string, labels map[string]string) bool {
+	f := fams[name]
+	if f == nil {
+		return false
+	}
+	for _, m := range f.GetMetric() {
+		match := true
+		for k, v := range labels {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || (l.GetName() == k && l.GetValue() == v)
+			}
+			match = match && found
+		}
+		if match {
+			return true
+		}
+	}
+	return false
 }
 
 // sum adds name over the nodes' scrapes.
