@@ -104,10 +104,14 @@ type Broker struct {
 	failErr  error
 
 	// metrics are the node's metrics (observe.go), made before anything starts; http serves
-	// them (nil when http.listener is empty). caughtUpOnce, serving and closing feed /readyz:
-	// the metadata log was replayed at start, the listeners serve, Close began.
+	// them (nil when http.listener is empty) from before Start assigns the broker's parts,
+	// so a scrape reads only the parts published by these flags (each stored after the
+	// fields it guards are written, never cleared): quorumUp (quorum), serving (replicas,
+	// handler, servers: start-up is over). caughtUpOnce and closing feed /readyz too: the
+	// metadata log was replayed at start; Close began.
 	metrics      *observe.Metrics
 	http         *observe.Server
+	quorumUp     atomic.Bool
 	caughtUpOnce atomic.Bool
 	serving      atomic.Bool
 	closing      atomic.Bool
@@ -514,6 +518,13 @@ func (b *Broker) Metadata() *metadata.Publisher { return b.meta }
 func (b *Broker) Close() error {
 	b.once.Do(func() {
 		b.closing.Store(true)
+		// The http listener goes first, waiting for the scrapes in progress: none may read
+		// the parts closed below.
+		if b.http != nil {
+			if err := b.http.Close(); err != nil {
+				b.log.Warn("closing the http listener", "err", err)
+			}
+		}
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()
 		}
@@ -565,11 +576,6 @@ func (b *Broker) Close() error {
 			b.err = b.replicas.Close()
 		} else {
 			b.err = b.logs.Close()
-		}
-		if b.http != nil {
-			if err := b.http.Close(); err != nil {
-				b.log.Warn("closing the http listener", "err", err)
-			}
 		}
 		if b.err == nil {
 			b.log.Info("shut down cleanly")

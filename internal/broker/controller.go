@@ -109,6 +109,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		return err
 	}
 	b.quorum = node
+	b.quorumUp.Store(true) // the metrics may read b.quorum from now on
 	b.soleVoter = len(voters) == 1
 	go b.watchController(node)
 	name := b.controllerListenerName()

@@ -54,7 +54,7 @@ func (b *Broker) ready() (bool, string) {
 	case b.closing.Load():
 		return false, "shutting down"
 	case !b.cfg.IsBroker():
-		if b.quorum == nil || b.quorum.Status().Leader < 0 {
+		if !b.quorumUp.Load() || b.quorum.Status().Leader < 0 {
 			return false, "the controller quorum has no leader"
 		}
 		return true, ""
@@ -74,10 +74,10 @@ func (b *Broker) ready() (bool, string) {
 func (b *Broker) Snapshot() observe.Snapshot {
 	var s observe.Snapshot
 	var im *metadata.Image
-	if b.cfg.IsBroker() && b.replicas != nil && b.handler != nil {
+	if b.cfg.IsBroker() && b.serving.Load() {
 		im = b.meta.Image()
 		s.Broker = &observe.BrokerStats{MetadataOffset: im.Offset, MetadataLag: -1, FetchesWaiting: b.handler.FetchesWaiting()}
-		if b.quorum != nil {
+		if b.quorumUp.Load() {
 			s.Broker.MetadataLag = max(b.quorum.Status().Committed-im.Offset, 0)
 		}
 		led := map[partitionKey]int64{}     // high watermarks of the partitions this broker leads
@@ -112,7 +112,7 @@ func (b *Broker) Snapshot() observe.Snapshot {
 			}
 		}
 	}
-	if b.quorum != nil {
+	if b.quorumUp.Load() {
 		st := b.quorum.Status()
 		c := &observe.ControllerStats{Active: st.Active, LastAppliedOffset: st.Applied, LastCommittedOffset: st.Committed}
 		if st.Active && im != nil {
