@@ -526,14 +526,18 @@ func (f *fetch) count(topics []fetchTopic) {
 	follower := f.replicaID >= 0
 	for i := range topics {
 		t := &topics[i]
-		name := t.name // "" for a topic fetched by id: the partitions know it
+		// The name from a partition held here: a topic fetched by id has none in the
+		// request, and a name no partition has is not a topic (no counters are made for
+		// names a client makes up).
+		name := ""
 		for _, p := range f.parts[i] {
-			if name == "" && p != nil {
+			if p != nil {
 				name = p.Topic
+				break
 			}
 		}
 		if name == "" {
-			continue // unknown topic: no counters made for it
+			continue
 		}
 		tc := f.h.Topics.For(name)
 		for j := range t.parts {

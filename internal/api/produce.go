@@ -10,6 +10,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 )
 
@@ -59,8 +60,12 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 		}
 	}
 	writable := h.authorizedNames(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic)
+	im := h.Meta.Image()
 	for ti, rt := range req.Topics {
-		tc := h.Topics.For(rt.Topic)
+		var tc *observe.TopicCounters // nil for a name that is no topic: no series made for it
+		if h.Topics != nil && im.Topic(rt.Topic) != nil {
+			tc = h.Topics.For(rt.Topic)
+		}
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))

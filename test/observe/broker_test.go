@@ -1,10 +1,15 @@
 package observe
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/testutil"
 )
@@ -56,6 +61,48 @@ func TestScrapedThroughStartAndClose(t *testing.T) {
 	if a := b.HTTPAddr(); a == nil || status(a.String(), "/healthz") != http.StatusOK {
 		t.Fatalf("http.listener=127.0.0.1:0: %v", a)
 	}
+	// Produce and fetch naming topics that do not exist make no series: a client cannot grow
+	// the metrics by making up names.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod := kmsg.NewPtrProduceRequest()
+	prod.Acks, prod.TimeoutMillis = 1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "made-up"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pt.Partitions = append(pt.Partitions, pp)
+	prod.Topics = append(prod.Topics, pt)
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(12)
+	fetch.MaxBytes, fetch.ReplicaID, fetch.SessionEpoch = 1<<20, -1, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "made-up-too"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	for _, req := range []kmsg.Request{prod, fetch} {
+		if _, err := cl.Broker(1).Request(ctx, req); err != nil { // straight to the broker, unrouted
+			t.Fatal(err)
+		}
+	}
+	fams := scrape(b.HTTPAddr().String())
+	for _, name := range []string{"made-up", "made-up-too"} {
+		for _, m := range []string{"kafka_server_brokertopicmetrics_failedproducerequests_total", "kafka_server_brokertopicmetrics_failedfetchrequests_total"} {
+			if present(fams, m, map[string]string{"topic": name}) {
+				t.Errorf("%s{topic=%q} made for a topic that does not exist", m, name)
+			}
+		}
+	}
+	if value(fams, "kafka_network_requestmetrics_requests_total", map[string]string{"request": "Produce"}) != 1 {
+		t.Error("the Produce request was not counted")
+	}
+
 	if off := testutil.StartBroker(t, "http.listener="); off.HTTPAddr() != nil {
 		t.Fatalf("http.listener empty, yet listening on %v", off.HTTPAddr())
 	}
