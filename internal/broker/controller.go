@@ -122,6 +122,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		Logger:              b.log,
 	})
 	srv := server.New(name, h, b.log)
+	srv.SetMetrics(b.metrics.Requests) // BrokerHeartbeat, AlterPartition, ... timed with the rest
 	srv.SetLimits(serverLimits(cfg))
 	if peer != nil {
 		srv.SetSecurityAfterTLS(sec)
