@@ -77,8 +77,8 @@ func (b *Broker) Snapshot() observe.Snapshot {
 	if b.cfg.IsBroker() && b.serving.Load() {
 		im = b.meta.Image()
 		s.Broker = &observe.BrokerStats{MetadataOffset: im.Offset, MetadataLag: -1, FetchesWaiting: b.handler.FetchesWaiting()}
-		if b.quorumUp.Load() {
-			s.Broker.MetadataLag = max(b.quorum.Status().Committed-im.Offset, 0)
+		if hw := b.metaLog.HighWatermark(); hw >= 0 {
+			s.Broker.MetadataLag = max(hw-im.Offset, 0)
 		}
 		led := map[partitionKey]int64{}     // high watermarks of the partitions this broker leads
 		follows := map[partitionKey]int64{} // and of those it follows

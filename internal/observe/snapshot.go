@@ -54,8 +54,8 @@ type ControllerStats struct {
 // BrokerStats are a broker node's own figures.
 type BrokerStats struct {
 	// MetadataOffset is the offset of the last metadata log record applied to its image;
-	// MetadataLag how many committed records it has not applied yet (-1: not known, on a
-	// broker that is not a controller too).
+	// MetadataLag how many committed records it has not applied yet, as the controller it
+	// reads from last said (-1: not known yet).
 	MetadataOffset, MetadataLag int64
 	FetchesWaiting              int // Fetch requests parked (long poll) right now
 }
@@ -111,7 +111,7 @@ var (
 	dCtrlApplied      = desc("kafka_controller_kafkacontroller_lastappliedrecordoffset", "Offset of the last metadata record this controller applied.")
 	dCtrlCommitted    = desc("kafka_controller_kafkacontroller_lastcommittedrecordoffset", "Offset of the last metadata record this controller knows committed.")
 	dBrokerMetaOffset = desc("kafka_server_broker_metadata_metrics_last_applied_record_offset", "Offset of the last metadata record this broker applied to its image.")
-	dBrokerMetaLag    = desc("kafka_server_broker_metadata_metrics_last_applied_record_offset_lag", "Committed metadata records this broker has not applied yet (on a broker that is a controller too).")
+	dBrokerMetaLag    = desc("kafka_server_broker_metadata_metrics_last_applied_record_offset_lag", "Committed metadata records this broker has not applied yet, by the high watermark of the controller it reads the log from.")
 	dConnections      = desc("kafka_server_socketservermetrics_connection_count", "Open client connections, per broker listener.", "listener")
 	dGroups           = desc("kafka_coordinator_group_groupmetadatamanager_numgroups", "Groups this broker coordinates.")
 	dGroupsByState    = desc("kafka_server_group_coordinator_metrics_group_count", "Groups this broker coordinates, by state.", "state")

@@ -208,6 +208,20 @@ func TestMetricsThroughFailover(t *testing.T) {
 	if got := sumAll(c, "kafka_controller_kafkacontroller_activecontrollercount", nil); got != 1 {
 		t.Fatalf("active controllers after failover: %v", got)
 	}
+
+	// A broker-only node reads the metadata log over the network: it is ready once caught
+	// up, and its metadata lag (by the high watermark its controller reports) falls to 0.
+	extra := c.AddBroker(4)
+	c.WaitFor(t, waitFor, func() bool { return status(extra.HTTPAddr(), "/readyz") == http.StatusOK }, "the broker-only node ready")
+	c.WaitFor(t, waitFor, func() bool {
+		fams := scrape(extra.HTTPAddr())
+		return present(fams, "kafka_server_broker_metadata_metrics_last_applied_record_offset_lag", nil) &&
+			value(fams, "kafka_server_broker_metadata_metrics_last_applied_record_offset_lag", nil) == 0 &&
+			value(fams, "kafka_server_broker_metadata_metrics_last_applied_record_offset", nil) > 0
+	}, "the broker-only node's metadata lag 0")
+	if present(scrape(extra.HTTPAddr()), "kafka_controller_kafkacontroller_activecontrollercount", nil) {
+		t.Fatal("a broker-only node reports controller gauges")
+	}
 }
 
 func ptr(s string) *string { return &s }
