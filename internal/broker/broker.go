@@ -201,7 +201,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	metrics.Watch(b)
+	metrics.Watch(metricsSource{b})
 	if err := b.startHTTP(); err != nil {
 		b.Close()
 		return nil, err

@@ -70,8 +70,13 @@ func (b *Broker) ready() (bool, string) {
 	return true, ""
 }
 
-// Snapshot is the broker's state for the scrape-time gauges (observe.Source).
-func (b *Broker) Snapshot() observe.Snapshot {
+// metricsSource reads the broker's state for the scrape-time gauges (observe.Source).
+type metricsSource struct{ b *Broker }
+
+func (m metricsSource) Snapshot() observe.Snapshot { return m.b.metricsSnapshot() }
+
+// metricsSnapshot is the broker's state now, for a scrape.
+func (b *Broker) metricsSnapshot() observe.Snapshot {
 	var s observe.Snapshot
 	var im *metadata.Image
 	if b.cfg.IsBroker() && b.serving.Load() {
