@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/controller/state"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/observe"
@@ -120,8 +121,19 @@ func (b *Broker) metricsSnapshot() observe.Snapshot {
 	if b.quorumUp.Load() {
 		st := b.quorum.Status()
 		c := &observe.ControllerStats{Active: st.Active, LastAppliedOffset: st.Applied, LastCommittedOffset: st.Committed}
-		if st.Active && im != nil {
-			controllerCounts(im, c)
+		switch {
+		case !st.Active:
+		case im != nil:
+			controllerCounts(im, c) // this node's broker image: no need to stop the raft loop
+		default:
+			// A controller-only node counts on its raft loop, bounded: without an answer the
+			// cluster-wide gauges are left out rather than reported as 0.
+			ctx, cancel := context.WithTimeout(b.ctx, lagLookupTimeout)
+			err := b.quorum.Read(ctx, func(ctl *state.Controller) { stateCounts(ctl.Image(), c) })
+			cancel()
+			if err != nil {
+				c.Uncounted = true
+			}
 		}
 		s.Controller = c
 	}
@@ -248,6 +260,28 @@ func controllerCounts(im *metadata.Image, c *observe.ControllerStats) {
 		c.GlobalParts += int(t.Partitions)
 		for i := range t.Parts {
 			if t.Parts[i].Leader == metadata.NoLeader {
+				c.OfflinePartitions++
+			}
+		}
+	}
+}
+
+// stateCounts is controllerCounts from the controller's own state (a controller-only node).
+// It runs on the raft loop.
+func stateCounts(im *state.Image, c *observe.ControllerStats) {
+	for _, br := range im.Brokers() {
+		if br.Fenced {
+			c.FencedBrokers++
+		} else {
+			c.ActiveBrokers++
+		}
+	}
+	names := im.TopicNames()
+	c.GlobalTopics = len(names)
+	for _, name := range names {
+		for _, p := range im.Topic(name).Partitions {
+			c.GlobalParts++
+			if p.Leader == metadata.NoLeader {
 				c.OfflinePartitions++
 			}
 		}

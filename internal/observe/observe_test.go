@@ -128,6 +128,16 @@ func TestCollectSnapshot(t *testing.T) {
 	if _, ok := got["kafka_server_replicamanager_leadercount"]; ok {
 		t.Error("a controller-only node reports replica gauges")
 	}
+
+	// An active controller that could not count reports no cluster-wide figures (never 0
+	// offline partitions it did not see).
+	u := New()
+	u.Watch(fixed{Controller: &ControllerStats{Active: true, Uncounted: true}})
+	got = gathered(t, u)
+	if _, ok := got["kafka_controller_kafkacontroller_offlinepartitionscount"]; ok {
+		t.Error("an uncounted controller reports offline partitions")
+	}
+	expect(t, got, map[string]float64{"kafka_controller_kafkacontroller_activecontrollercount": 1})
 }
 
 // A request's phases land in its API key's histograms: local time is the handler's time less

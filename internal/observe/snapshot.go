@@ -49,6 +49,9 @@ type ControllerStats struct {
 	OfflinePartitions, FencedBrokers         int
 	ActiveBrokers, GlobalTopics, GlobalParts int
 	LastAppliedOffset, LastCommittedOffset   int64
+	// Uncounted: the active controller could not count (its raft loop did not answer in
+	// time); the cluster-wide gauges are left out of the scrape.
+	Uncounted bool
 }
 
 // BrokerStats are a broker node's own figures.
@@ -160,11 +163,13 @@ func Collect(s Snapshot, ch chan<- prometheus.Metric) {
 	}
 	if c := s.Controller; c != nil {
 		gauge(ch, dActiveController, boolf(c.Active))
-		gauge(ch, dOffline, float64(c.OfflinePartitions))
-		gauge(ch, dFenced, float64(c.FencedBrokers))
-		gauge(ch, dActiveBrokers, float64(c.ActiveBrokers))
-		gauge(ch, dGlobalTopics, float64(c.GlobalTopics))
-		gauge(ch, dGlobalPartitions, float64(c.GlobalParts))
+		if !c.Uncounted {
+			gauge(ch, dOffline, float64(c.OfflinePartitions))
+			gauge(ch, dFenced, float64(c.FencedBrokers))
+			gauge(ch, dActiveBrokers, float64(c.ActiveBrokers))
+			gauge(ch, dGlobalTopics, float64(c.GlobalTopics))
+			gauge(ch, dGlobalPartitions, float64(c.GlobalParts))
+		}
 		gauge(ch, dCtrlApplied, float64(c.LastAppliedOffset))
 		gauge(ch, dCtrlCommitted, float64(c.LastCommittedOffset))
 	}
