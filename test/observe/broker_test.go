@@ -107,3 +107,32 @@ func TestScrapedThroughStartAndClose(t *testing.T) {
 		t.Fatalf("http.listener empty, yet listening on %v", off.HTTPAddr())
 	}
 }
+
+// A controller-only node is ready once its quorum has a leader, and as the active
+// controller counts the cluster from its own state.
+func TestControllerOnlyNode(t *testing.T) {
+	port := testutil.FreePort(t)
+	b := testutil.StartBroker(t, "process.roles=controller", "node.id=1", "cluster.id=observe-controller-only",
+		"controller.listener.names=CONTROLLER", fmt.Sprintf("listeners=CONTROLLER://127.0.0.1:%d", port),
+		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", port))
+	addr := b.HTTPAddr().String()
+	deadline := time.Now().Add(30 * time.Second)
+	for status(addr, "/readyz") != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller-only node never became ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fams := scrape(addr)
+	if got := value(fams, "kafka_controller_kafkacontroller_activecontrollercount", nil); got != 1 {
+		t.Fatalf("active controller count %v", got)
+	}
+	for _, m := range []string{"kafka_controller_kafkacontroller_offlinepartitionscount", "kafka_controller_kafkacontroller_globaltopiccount", "kafka_controller_kafkacontroller_fencedbrokercount"} {
+		if !present(fams, m, nil) {
+			t.Errorf("%s missing", m)
+		}
+	}
+	if present(fams, "kafka_server_replicamanager_partitioncount", nil) {
+		t.Error("a controller-only node reports broker gauges")
+	}
+}
