@@ -29,12 +29,12 @@ import (
 //
 // Node N (1-based) listens on base+N-1 for clients, base+100+N-1 for
 // replication (INTERNAL), base+200+N-1 for the controller quorum and
-// base+300+N-1 for its http.listener (/metrics, /healthz, /readyz); nodes
+// base+600+N-1 for its http.listener (/metrics, /healthz, /readyz); nodes
 // reach each other directly.
 const (
 	devInternalOffset   = 100
 	devControllerOffset = 200
-	devHTTPOffset       = 300
+	devHTTPOffset       = 600
 	devMaxNodes         = devInternalOffset - 1
 	devDefaultBasePort  = 9092
 	devReadyTimeout     = 60 * time.Second
