@@ -210,10 +210,16 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 		return c.intercept(ctx, h, req)
 	}
 	c.info.ClientID = h.clientID
-	t := observe.Timing{Received: c.received, Handling: time.Now()}
+	// The request's phases, for the request metrics (observe.Requests); not read without.
+	m := c.srv.metrics
+	var t observe.Timing
+	if m != nil {
+		t.Received, t.Handling = c.received, time.Now()
+	}
 	reply := c.srv.handler.Handle(ctx, &c.info, req)
-	t.Handled = time.Now()
-	t.Remote, t.Throttle = reply.Remote, reply.Throttle
+	if m != nil {
+		t.Handled, t.Remote, t.Throttle = time.Now(), reply.Remote, reply.Throttle
+	}
 	c.throttle = reply.Throttle
 	var written bool
 	switch {
@@ -229,7 +235,7 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 		flexHeader := req.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
 		written = c.writeMsg(h, reply.Msg, h.version, flexHeader)
 	}
-	if m := c.srv.metrics; m != nil {
+	if m != nil {
 		t.Sent = time.Now()
 		m.Observe(h.key, h.version, &t)
 	}
