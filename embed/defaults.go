@@ -11,20 +11,23 @@ import "maps"
 //
 //   - group.initial.rebalance.delay.ms=0: the first member of a new group is answered at
 //     once, not after Kafka's 3 s wait for more members to join;
+//
 //   - broker.heartbeat.interval.ms=200 and broker.session.timeout.ms=2000 (Kafka: 2000 and
 //     9000): a stopped or isolated node is fenced, and its leaderships moved, in about two
 //     seconds instead of nine;
+//
 //   - replica.lag.time.max.ms=3000 (Kafka: 30000): a follower that stopped fetching leaves
 //     the ISR in seconds, so acks=all producing goes on without it.
 //
-// A listener of the broker's own on a fixed default port (as an HTTP listener for metrics
-// would be) must be set here to a port of its own ("127.0.0.1:0") or off: several nodes,
-// and other processes' brokers, share the machine.
+//   - http.listener=127.0.0.1:0 (Kafka has no such key; Gregor's default is 127.0.0.1:9644):
+//     each node serves /metrics, /healthz and /readyz on a port of its own, since several
+//     nodes, and other processes' brokers, share the machine.
 var nodeDefaults = map[string]string{
 	"group.initial.rebalance.delay.ms": "0",
 	"broker.heartbeat.interval.ms":     "200",
 	"broker.session.timeout.ms":        "2000",
 	"replica.lag.time.max.ms":          "3000",
+	"http.listener":                    "127.0.0.1:0",
 }
 
 // Defaults returns the broker configs embed sets over Kafka's defaults (a copy): the ones

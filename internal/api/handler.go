@@ -16,6 +16,7 @@ import (
 	"github.com/gregor-project/gregor/internal/fetchsession"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
@@ -48,6 +49,11 @@ type Handler struct {
 	NodeID    int32
 	ClusterID string
 	Rack      string
+	// Topics are the per-topic BrokerTopicMetrics Produce and Fetch count into; nil: none.
+	Topics *observe.Topics
+	// fetchesWaiting is the Fetch requests parked (long poll) now: the Fetch purgatory's
+	// size (FetchesWaiting).
+	fetchesWaiting atomic.Int64
 	// replicationQuota is the leader's replication quota (replicationquota.go).
 	replicationQuota leaderQuota
 	// autoCreation is Metadata's auto-creation of topics (autocreate.go).

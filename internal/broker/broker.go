@@ -32,6 +32,7 @@ import (
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/server"
@@ -109,6 +110,18 @@ type Broker struct {
 	// noControlled skips Close's controlled shutdown (CloseUncontrolled); set before the
 	// Close it is for.
 	noControlled bool
+	// metrics are the node's metrics (observe.go), made before anything starts; http serves
+	// them (nil when http.listener is empty) from before Start assigns the broker's parts,
+	// so a scrape reads only the parts published by these flags (each stored after the
+	// fields it guards are written, never cleared): quorumUp (quorum), serving (replicas,
+	// handler, servers: start-up is over). caughtUpOnce and closing feed /readyz too: the
+	// metadata log was replayed at start; Close began.
+	metrics      *observe.Metrics
+	http         *observe.Server
+	quorumUp     atomic.Bool
+	caughtUpOnce atomic.Bool
+	serving      atomic.Bool
+	closing      atomic.Bool
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -214,6 +227,8 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if on := opt.OnLogDirFailure; on != nil {
 		logs.OnLogOffline = func(_ string, err error) { on(dir, err) } // before any log opens
 	}
+	metrics := observe.New()
+	logs.OnFlush = metrics.Log.Flushed
 	clusterID, err := format(logs, cfg, log)
 	if err != nil {
 		logs.Close()
@@ -222,12 +237,17 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
-		meta: metadata.NewPublisher(), failed: make(chan struct{}),
+		meta: metadata.NewPublisher(), failed: make(chan struct{}), metrics: metrics,
 		dial: opt.Dial, preBound: maps.Clone(opt.Listeners), campaign: opt.CampaignAtStart,
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	metrics.Watch(metricsSource{b})
+	if err := b.startHTTP(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.start(startCtx); err != nil {
 		b.Close()
 		return nil, err
@@ -283,7 +303,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.handler = &api.Handler{
 		Cfg: cfg, Meta: b.meta, Replicas: b.replicas, Logs: b.logs, Log: log, Now: time.Now,
 		NodeID: cfg.NodeID, ClusterID: b.clusterID, Rack: cfg.BrokerRack, Controller: b.ctrl,
-		Listeners: listenerStores{b},
+		Listeners: listenerStores{b}, Topics: b.metrics.Topics,
 	}
 	if err := b.bindListeners(); err != nil {
 		return err
@@ -301,6 +321,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		AlterPartition: b.alterPartition,
 		Eligible:       b.eligible,
 		TopicID:        b.topicID,
+		ISRChanges:     b.metrics.Replica,
 	})
 	b.fetchers = replica.NewFetchers(replica.FetcherOptions{
 		LocalID:          cfg.NodeID,
@@ -316,10 +337,13 @@ func (b *Broker) start(startCtx context.Context) error {
 		Dial: func(ctx context.Context, addr string) (*wire.Conn, error) {
 			return b.dialBroker(ctx, addr, fmt.Sprintf("gregor-replica-%d", cfg.NodeID))
 		},
-		Log: log,
+		Log:    log,
+		Topics: b.metrics.Topics,
 	})
+	groupCfg := group.ConfigFrom(cfg)
+	groupCfg.OnRebalance = b.metrics.Groups.Rebalanced
 	b.handler.Groups = group.NewCoordinator(group.Options{
-		Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, Manual: true,
+		Config: groupCfg, Replicas: b.replicas, Log: log, Manual: true,
 		EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics,
 	})
 	if err := b.handler.Groups.Start(); err != nil {
@@ -373,6 +397,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		return err
 	}
 	b.serve()
+	b.serving.Store(true)
 	b.startLoops(b.ctx)
 	log.Info("broker started", "node_id", cfg.NodeID, "cluster_id", b.clusterID, "broker_epoch", b.epoch.Load())
 	return nil
@@ -463,6 +488,7 @@ func (b *Broker) bindListeners() error {
 		}
 		b.listenerSec[l.Name] = sec
 		s := server.New(l.Name, b.handler, b.log)
+		s.SetMetrics(b.metrics.Requests)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)
 		var addr net.Addr
@@ -554,6 +580,14 @@ func (b *Broker) Metadata() *metadata.Publisher { return b.meta }
 // state, flush and checkpoint every log and write the clean-shutdown marker.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		b.closing.Store(true)
+		// The http listener goes first, waiting for the scrapes in progress: none may read
+		// the parts closed below.
+		if b.http != nil {
+			if err := b.http.Close(); err != nil {
+				b.log.Warn("closing the http listener", "err", err)
+			}
+		}
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()
 		}

@@ -97,6 +97,8 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		Admit:           admit,
 		Logger:          b.log,
 		CampaignAtStart: b.campaign,
+		// raft-metrics commit-latency
+		CommitLatency: b.metrics.Raft.Committed,
 		// auto.leader.rebalance.enable: the active controller moves leadership back to
 		// preferred replicas when a broker's share of misplaced leaders passes the limit.
 		AutoLeaderRebalance:    cfg.AutoLeaderRebalanceEnable,
@@ -117,6 +119,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		return err
 	}
 	b.quorum = node
+	b.quorumUp.Store(true) // the metrics may read b.quorum from now on
 	b.soleVoter = len(voters) == 1
 	go b.watchController(node)
 	name := b.controllerListenerName()
@@ -129,6 +132,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		Logger:              b.log,
 	})
 	srv := server.New(name, h, b.log)
+	srv.SetMetrics(b.metrics.Requests) // BrokerHeartbeat, AlterPartition, ... timed with the rest
 	srv.SetLimits(serverLimits(cfg))
 	if peer != nil {
 		srv.SetSecurityAfterTLS(sec)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/wire"
 )
 
@@ -81,7 +82,8 @@ type fetchState struct {
 	topic     string
 	partition int32
 	core      *Follower
-	leaderHW  int64 // the leader's high watermark in the last fetch answer; -1 none yet
+	leaderHW  int64                  // the leader's high watermark in the last fetch answer; -1 none yet
+	counters  *observe.TopicCounters // the topic's, looked up on the first bytes replicated
 }
 
 // roundPart is one partition's request in a round.
@@ -225,6 +227,12 @@ func (sf *sourceFetcher) applyLocked(st *fetchState, act FollowerAction) {
 		sf.log.Warn("replica: applying the leader's answer failed; backing off", "topic", st.topic, "partition", st.partition, "leader_epoch", st.core.LeaderEpoch(), "err", err)
 		st.core.backOff(sf.f.nowMs())
 		return
+	}
+	if n := len(act.Append); n > 0 && sf.f.o.Topics != nil {
+		if st.counters == nil {
+			st.counters = sf.f.o.Topics.For(st.topic)
+		}
+		st.counters.Replicated(n)
 	}
 	if act.HighWatermark >= 0 {
 		st.p.SetFollowerHighWatermark(act.HighWatermark)

@@ -56,6 +56,9 @@ type Manager struct {
 	// partition directory and the error. It is called holding that log's locks, so it must
 	// not call the log (the broker halts the process in it). Set it before opening logs.
 	OnLogOffline func(dir string, err error)
+	// OnFlush, if set, is told how long each flush of a log that synced something took
+	// (Kafka's LogFlushRateAndTimeMs). Set it before opening logs.
+	OnFlush func(time.Duration)
 }
 
 // OpenManager opens (creating if needed) the log dir dir.
@@ -233,6 +236,7 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			Now:            m.Now,
 			Logger:         m.logger,
 			Files:          m.files,
+			OnFlush:        m.OnFlush,
 		}
 		if on := m.OnLogOffline; on != nil {
 			dir := m.partitionDir(tp)

@@ -116,6 +116,7 @@ type Node struct {
 	clientAddr     string // CLIENT listener ("" for a controller-only node)
 	internalAddr   string // INTERNAL listener as bound (others dial its proxy)
 	controllerAddr string // CONTROLLER listener ("" for a broker-only node)
+	httpAddr       string // http.listener: /metrics, /healthz, /readyz
 	c              *Cluster
 
 	mu struct {
@@ -179,11 +180,11 @@ func layoutCluster(t testing.TB, opt ClusterOptions) *Cluster {
 
 	// Every node's three ports at once, held until the proxies are bound, so
 	// no two nodes and no proxy get the same one.
-	ports, release := holdPorts(t, 3*opt.Nodes)
+	ports, release := holdPorts(t, 4*opt.Nodes)
 	var nodes []*Node
 	for i := range opt.Nodes {
 		id := int32(i + 1)
-		nodes = append(nodes, c.newNode(id, []string{"broker", "controller"}, ports[3*i:3*i+3]))
+		nodes = append(nodes, c.newNode(id, []string{"broker", "controller"}, ports[4*i:4*i+4]))
 		c.voters = append(c.voters, id)
 	}
 	c.mu.Lock()
@@ -201,8 +202,8 @@ func layoutCluster(t testing.TB, opt ClusterOptions) *Cluster {
 	return c
 }
 
-// newNode lays out node id with its ports (client, internal, controller;
-// only those its roles use).
+// newNode lays out node id with its ports (client, internal, controller, http;
+// the first three only as its roles use them).
 func (c *Cluster) newNode(id int32, roles []string, ports []int) *Node {
 	name := "node-" + strconv.Itoa(int(id))
 	n := &Node{
@@ -220,6 +221,7 @@ func (c *Cluster) newNode(id int32, roles []string, ports []int) *Node {
 	if n.isController() {
 		n.controllerAddr = addr(ports[2])
 	}
+	n.httpAddr = addr(ports[3])
 	return n
 }
 
@@ -283,6 +285,7 @@ func (c *Cluster) writeConfig(n *Node) {
 
 	var sets []string
 	sets = append(sets, clusterDefaultSets()...)
+	sets = append(sets, "http.listener="+n.httpAddr) // never the default port: nodes share the machine
 	sets = append(sets, c.opt.Sets...)
 	sets = append(sets, c.opt.NodeSets[n.ID]...)
 	text := config.ClusterNodeProperties(config.ClusterNode{
@@ -320,8 +323,8 @@ func (c *Cluster) AddBroker(id int32) *Node {
 // layoutBroker is AddBroker without the process.
 func (c *Cluster) layoutBroker(id int32) *Node {
 	c.t.Helper()
-	ports, release := holdPorts(c.t, 2)
-	n := c.newNode(id, []string{"broker"}, append(ports, 0))
+	ports, release := holdPorts(c.t, 3)
+	n := c.newNode(id, []string{"broker"}, []int{ports[0], ports[1], 0, ports[2]})
 	c.mu.Lock()
 	if c.mu.nodes[id] != nil {
 		c.mu.Unlock()
@@ -495,6 +498,9 @@ func (n *Node) InternalAddr() string {
 // ControllerAddr is the node's CONTROLLER listener ("" for a broker-only
 // node); other nodes reach it through their own proxies.
 func (n *Node) ControllerAddr() string { return n.controllerAddr }
+
+// HTTPAddr is the node's http.listener (host:port): /metrics, /healthz and /readyz.
+func (n *Node) HTTPAddr() string { return n.httpAddr }
 
 func (n *Node) isBroker() bool     { return slices.Contains(n.Roles, "broker") }
 func (n *Node) isController() bool { return slices.Contains(n.Roles, "controller") }

@@ -99,6 +99,10 @@ type Config struct {
 	// MaxMessageBytes is the largest raft message accepted from a peer (default 256 MiB).
 	MaxMessageBytes int
 	State           state.Config
+	// CommitLatency, if set, is told how long each of this controller's proposals took from
+	// proposing to applying its commit (Kafka's raft-metrics commit-latency). It is called
+	// on the raft loop: it must not block.
+	CommitLatency func(time.Duration)
 	// AutoLeaderRebalance (auto.leader.rebalance.enable) makes the active controller check
 	// the leader imbalance every ImbalanceCheckInterval (leader.imbalance.check.interval.seconds,
 	// default 300 s) and move leadership back to preferred replicas when a broker's share of
@@ -130,7 +134,10 @@ type Status struct {
 	Leader  int32 // node id of the raft leader, -1 if unknown
 	Term    uint64
 	Applied int64 // metadata offset applied to this node's image
-	Active  bool  // this node is the active controller
+	// Committed is the highest offset this node knows committed (raft's commit index, as of
+	// the last status published: at least Applied).
+	Committed int64
+	Active    bool // this node is the active controller
 }
 
 // Node is one running controller.
@@ -178,6 +185,7 @@ type proposal struct {
 	done chan result // buffered: the loop never blocks on it
 	seq  uint64
 	resp any
+	at   time.Time // when it was proposed to raft
 }
 
 type result struct {
@@ -384,7 +392,7 @@ func (n *Node) publishStatus() {
 	if n.lead != raft.None {
 		leader = int32(n.lead - 1)
 	}
-	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Active: n.active})
+	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Committed: max(int64(hs.HardState.GetCommit()), int64(n.applied)), Active: n.active})
 	n.appliedSig.set(int64(n.applied))
 }
 
@@ -687,6 +695,9 @@ func (n *Node) apply(e *pb.Entry) {
 	}
 	if n.inflight != nil && proposer == n.id && seq == n.inflight.seq {
 		n.publishStatus() // a caller that sees its command done sees Applied cover it
+		if on := n.cfg.CommitLatency; on != nil {
+			on(time.Since(n.inflight.at))
+		}
 		if aerr != nil {
 			n.inflight.finish(nil, fmt.Errorf("%w: %v", kerr.UnknownServerError, aerr))
 		} else {
@@ -747,6 +758,7 @@ func (n *Node) propose() bool {
 func (n *Node) submit(p *proposal, recs []state.Record) bool {
 	n.seq++
 	p.seq = n.seq
+	p.at = time.Now()
 	if err := n.rn.Propose(encodeEntry(n.id, p.seq, recs)); err != nil {
 		p.finish(nil, fmt.Errorf("%w (%v)", ErrNotController, err))
 		return false
