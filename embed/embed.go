@@ -69,11 +69,15 @@ func Start(ctx context.Context, opt Options) (*Node, error) {
 		removeTemp(tempDir)
 		return nil, err
 	}
-	return &Node{b: b, id: int(cfg.NodeID), dir: dir, tempDir: tempDir, addr: b.Addr().String()}, nil
+	n := &Node{b: b, id: int(cfg.NodeID), dir: dir, tempDir: tempDir}
+	if a := b.Addr(); a != nil { // none on a controller-only node (process.roles=controller)
+		n.addr = a.String()
+	}
+	return n, nil
 }
 
 // Addr is the host:port of the node's first listener: what a client is given as its
-// bootstrap server.
+// bootstrap server ("" on a controller-only node, which serves no clients).
 func (n *Node) Addr() string { return n.addr }
 
 // ID is the node's node.id.

@@ -560,7 +560,12 @@ func (b *Broker) advertisedEndpoint(l config.Listener) (string, int32) {
 }
 
 // Addr is the first broker listener's bound address.
-func (b *Broker) Addr() net.Addr { return b.addrs[0] }
+func (b *Broker) Addr() net.Addr {
+	if len(b.addrs) == 0 {
+		return nil // a controller-only node serves no clients
+	}
+	return b.addrs[0]
+}
 
 // ListenerAddr is the bound address of the named broker listener (nil if there is none).
 func (b *Broker) ListenerAddr(name string) net.Addr { return b.bound[name] }
