@@ -49,11 +49,13 @@ func javaClient() *scriptClient {
 			"out-of-range": {Desc: "auto.offset.reset=earliest: resets to the log start", Reset: true},
 			"too-large":    {Desc: "RecordTooLargeException MESSAGE_TOO_LARGE", Match: scriptErr("RecordTooLargeException", "MESSAGE_TOO_LARGE")},
 		},
+		// Since Kafka 2.7 a partition leader answers a fenced producer's write
+		// INVALID_PRODUCER_EPOCH, an abortable error for the Java client: the transaction's
+		// commit then fails with it too (its next step, abortTransaction, meets PRODUCER_FENCED).
 		fenced: [2]Expectation{
-			{Desc: "ProducerFencedException (or InvalidProducerEpochException)",
-				Match: scriptErrAny("", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")},
-			{Desc: "commitTransaction: ProducerFencedException (or a KafkaException caused by it)",
-				Match: scriptErrAny("", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")},
+			{Desc: "InvalidProducerEpochException (INVALID_PRODUCER_EPOCH)", Match: scriptErr("InvalidProducerEpochException", "INVALID_PRODUCER_EPOCH")},
+			{Desc: "commitTransaction: InvalidProducerEpochException, the transaction's abortable error",
+				Match: scriptErr("InvalidProducerEpochException", "INVALID_PRODUCER_EPOCH")},
 		},
 	}
 }
