@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/gregor-project/gregor/compat"
 )
 
@@ -36,6 +38,30 @@ func TestJavaTxn(t *testing.T) {
 }
 
 func TestSecureJava(t *testing.T) { t.Parallel(); runSecure(t, javaClient()) }
+
+// TestJavaConsumerGroupProtocol runs the scenario's group step with the Java consumer's
+// group.protocol=consumer (KIP-848: ConsumerGroupHeartbeat, the broker's assignor), which
+// Kafka's Java client has had as generally available since 4.0.
+func TestJavaConsumerGroupProtocol(t *testing.T) {
+	t.Parallel()
+	c := javaClient()
+	c.info.Name, c.info.Variant = "kafka-clients (group.protocol=consumer)", "kafka-clients"
+	c.extra = map[string]any{"group_protocol": "consumer"}
+	info := c.Info()
+	recordClient(info)
+	b := startBroker(t)
+	step(t, compat.SectionScenario, info.Name, "group", func(t *stepT) {
+		groupStep(t, c, &b)
+		groups, err := kadm.NewClient(refClient(t, b.Addr())).ListGroups(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("list groups: %v", err)
+		}
+		if g, ok := groups["compat-group"]; !ok || g.GroupType != "consumer" {
+			t.Fatalf("the group is listed as %+v (found %v), want a group of type consumer (KIP-848)", g, ok)
+		}
+		t.Note("KIP-848's consumer protocol, the broker's uniform assignor")
+	})
+}
 
 func javaClient() *scriptClient {
 	return &scriptClient{

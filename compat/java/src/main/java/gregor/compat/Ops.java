@@ -282,13 +282,19 @@ final class Ops {
   }
 
   /**
-   * group: two members of the request's group (the consumer's default classic protocol and
-   * assignors) split the topic's partitions; then the records are produced, read, and each
+   * group: two members of the request's group (by default the classic protocol with the
+   * consumer's default assignors) split the topic's partitions; then the records are produced, read, and each
    * member commits what it read.
    */
   static ObjectNode group(Request r) throws Exception {
     Properties p = r.consumer("group");
     p.put(ConsumerConfig.GROUP_ID_CONFIG, r.text("group"));
+    // The request's extra "group_protocol" ("consumer": KIP-848's protocol, the assignment
+    // made by the broker) replaces the consumer's default, "classic".
+    String protocol = r.json.path("extra").path("group_protocol").asText("");
+    if (!protocol.isEmpty()) {
+      p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+    }
     List<Member> ms = List.of(new Member(r, p), new Member(r, r.consumerWith(p)));
     List<Thread> threads = new ArrayList<>();
     for (Member m : ms) {
