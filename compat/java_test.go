@@ -41,12 +41,14 @@ func TestSecureJava(t *testing.T) { t.Parallel(); runSecure(t, javaClient()) }
 
 // TestJavaConsumerGroupProtocol runs the scenario's group step with the Java consumer's
 // group.protocol=consumer (KIP-848: ConsumerGroupHeartbeat, the broker's assignor), which
-// Kafka's Java client has had as generally available since 4.0.
+// Kafka's Java client has had as generally available since 4.0. The members subscribe with a
+// regex the broker resolves (SubscriptionPattern "group", matching that topic's whole name),
+// so they learn their topics by id.
 func TestJavaConsumerGroupProtocol(t *testing.T) {
 	t.Parallel()
 	c := javaClient()
 	c.info.Name, c.info.Variant = "kafka-clients (group.protocol=consumer)", "kafka-clients"
-	c.extra = map[string]any{"group_protocol": "consumer"}
+	c.extra = map[string]any{"group_protocol": "consumer", "broker_regex": true}
 	info := c.Info()
 	recordClient(info)
 	b := startBroker(t)
@@ -59,7 +61,7 @@ func TestJavaConsumerGroupProtocol(t *testing.T) {
 		if g, ok := groups["compat-group"]; !ok || g.GroupType != "consumer" {
 			t.Fatalf("the group is listed as %+v (found %v), want a group of type consumer (KIP-848)", g, ok)
 		}
-		t.Note("KIP-848's consumer protocol, the broker's uniform assignor")
+		t.Note("KIP-848's consumer protocol with a regex subscription the broker resolves, the broker's uniform assignor")
 	})
 }
 

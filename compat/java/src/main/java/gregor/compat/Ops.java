@@ -25,6 +25,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -216,15 +217,24 @@ final class Ops {
     volatile boolean stop;
     final AtomicReference<Throwable> failure = new AtomicReference<>();
 
+    final boolean brokerRegex;
+
     Member(Request r, Properties p) {
       this.consumer = new KafkaConsumer<>(p);
       this.topic = r.topic();
+      this.brokerRegex = r.json.path("extra").path("broker_regex").asBoolean(false);
     }
 
     @Override
     public void run() {
       try {
-        consumer.subscribe(List.of(topic));
+        if (brokerRegex) {
+          // KIP-848's regex, resolved by the broker (RE2J, matching whole names): the
+          // consumer learns its topics' names from Metadata by topic id.
+          consumer.subscribe(new SubscriptionPattern(topic));
+        } else {
+          consumer.subscribe(List.of(topic));
+        }
         while (!stop) {
           for (ConsumerRecord<byte[], byte[]> m : consumer.poll(Duration.ofMillis(50))) {
             synchronized (this) {
