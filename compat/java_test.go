@@ -47,7 +47,7 @@ func TestSecureJava(t *testing.T) { t.Parallel(); runSecure(t, javaClient()) }
 func TestJavaConsumerGroupProtocol(t *testing.T) {
 	t.Parallel()
 	c := javaClient()
-	c.info.Name, c.info.Variant = "kafka-clients (group.protocol=consumer)", "kafka-clients"
+	c.info.Name, c.info.Variant, c.info.Order = "kafka-clients (group.protocol=consumer)", "kafka-clients", 10
 	c.extra = map[string]any{"group_protocol": "consumer", "broker_regex": true}
 	info := c.Info()
 	recordClient(info)
