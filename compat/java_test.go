@@ -65,6 +65,27 @@ func TestJavaConsumerGroupProtocol(t *testing.T) {
 	})
 }
 
+// TestJavaIdempotentByDefault: the Java producer's defaults (enable.idempotence=true,
+// acks=all) hold against Gregor: the broker records the producer's id and its sequence up to
+// the last record, as the scenario's note on the produce step says.
+func TestJavaIdempotentByDefault(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopic(t, b.Addr(), "idempotent", 1, nil)
+	recs := genRecords(genOpts{prefix: "idem", n: 20, partition: func(int) int32 { return 0 }})
+	if err := javaClient().Produce(ctxFor(t, time.Minute), b.Addr(), "idempotent", "lz4", recs); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := kadm.NewClient(refClient(t, b.Addr())).DescribeProducers(ctxFor(t, 30*time.Second), kadm.TopicsSet{"idempotent": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ps.SortedProducers()
+	if len(got) != 1 || got[0].ProducerID < 0 || got[0].LastSequence != int32(len(recs)-1) {
+		t.Fatalf("producers of the partition: %+v; want one with sequences 0..%d", got, len(recs)-1)
+	}
+}
+
 func javaClient() *scriptClient {
 	return &scriptClient{
 		info: compat.ClientInfo{Name: "kafka-clients", Language: "Java", Order: 9},
