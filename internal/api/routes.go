@@ -12,4 +12,5 @@ func init() {
 	apis[kmsg.AlterPartitionAssignments.Int16()] = api{0, 1, handleAlterPartitionReassignments}
 	apis[kmsg.ListPartitionReassignments.Int16()] = api{0, 0, handleListPartitionReassignments}
 	apis[kmsg.UnregisterBroker.Int16()] = api{0, 0, handleUnregisterBroker}
+	apis[kmsg.DescribeQuorum.Int16()] = api{0, 2, handleDescribeQuorum}
 }
