@@ -86,6 +86,30 @@ func TestJavaIdempotentByDefault(t *testing.T) {
 	}
 }
 
+// TestJavaAdminTour: the Java Admin client's read-only calls beyond the scenario's admin step
+// (the metadata quorum, topics by id, client quotas, every ListOffsets spec, log dirs,
+// producers, transactions, groups, reassignments, DeleteRecords) each get an answer the client
+// accepts. Each answered differently from Kafka once: a null where Kafka sends an empty
+// array, a topic id not taken for one, an API a Kafka broker forwards and Gregor did not.
+func TestJavaAdminTour(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopic(t, b.Addr(), "tour", 1, nil)
+	refProduce(t, b.Addr(), "tour", genRecords(genOpts{prefix: "tour", n: 5, partition: func(int) int32 { return 0 }}))
+	resp, err := javaClient().call(ctxFor(t, time.Minute), "admin-tour", scriptRequest{Addr: b.Addr(), Topic: "tour"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Calls) != 20 {
+		t.Fatalf("%d calls answered: %v", len(resp.Calls), resp.Calls)
+	}
+	for name, got := range resp.Calls {
+		if got != "ok" {
+			t.Errorf("%s: %s", name, got)
+		}
+	}
+}
+
 func javaClient() *scriptClient {
 	return &scriptClient{
 		info: compat.ClientInfo{Name: "kafka-clients", Language: "Java", Order: 9},

@@ -69,6 +69,8 @@ type scriptResponse struct {
 	} `json:"members"`
 	Version string       `json:"version"`
 	Error   *scriptError `json:"error"`
+	// calls: what each Admin call of the Java driver's admin-tour answered ("ok" or the error).
+	Calls map[string]string `json:"calls"`
 	// fence: what the fenced producer's write and commit reported (null: they succeeded).
 	Fence *struct {
 		Write  *scriptError `json:"write"`

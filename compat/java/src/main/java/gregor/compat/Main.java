@@ -95,6 +95,7 @@ public final class Main {
       return switch (op) {
         case "version" -> Ops.version();
         case "admin" -> Ops.admin(r);
+        case "admin-tour" -> AdminTour.run(r);
         case "produce" -> Ops.produce(r);
         case "produce-unknown" -> Ops.produceUnknown(r);
         case "consume" -> Ops.consume(r);
