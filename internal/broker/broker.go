@@ -28,6 +28,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/console"
 	"github.com/gregor-project/gregor/internal/controller/client"
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/group"
@@ -118,6 +119,7 @@ type Broker struct {
 	// metadata log was replayed at start; Close began.
 	metrics      *observe.Metrics
 	http         *observe.Server
+	console      *console.Console // the web console on the http listener (nil when not mounted)
 	quorumUp     atomic.Bool
 	caughtUpOnce atomic.Bool
 	serving      atomic.Bool
@@ -398,6 +400,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	}
 	b.serve()
 	b.serving.Store(true)
+	b.mountConsole()
 	b.startLoops(b.ctx)
 	log.Info("broker started", "node_id", cfg.NodeID, "cluster_id", b.clusterID, "broker_epoch", b.epoch.Load())
 	return nil
@@ -592,6 +595,9 @@ func (b *Broker) Close() error {
 			if err := b.http.Close(); err != nil {
 				b.log.Warn("closing the http listener", "err", err)
 			}
+		}
+		if b.console != nil {
+			b.console.Close()
 		}
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()
