@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -125,7 +126,32 @@ func (c *Console) topicCreate(ctx context.Context, r *http.Request, adm *kadm.Cl
 	if res.Err != nil {
 		return fail(errText(res.Err, &res.ErrMessage))
 	}
+	awaitTopic(ctx, adm, res.Topic, true)
 	return view{redirect: "/topics/" + url.PathEscape(res.Topic)}
+}
+
+// awaitTopic waits, at most a few seconds, until the cluster's metadata shows topic (or,
+// with exists false, no longer shows it): brokers apply a create or a delete from the
+// metadata log as they catch up, and the page the user is sent to next should show it.
+func awaitTopic(ctx context.Context, adm *kadm.Client, topic string, exists bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			td, ok := md.Topics[topic]
+			if there := ok && td.Err == nil && len(td.Partitions) > 0; there == exists {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return // the page shows what the cluster says then
+		case <-t.C:
+		}
+	}
 }
 
 // parseConfigLines reads "key=value" lines; blank lines are skipped.
@@ -259,6 +285,7 @@ func (c *Console) topicDelete(ctx context.Context, r *http.Request, adm *kadm.Cl
 	if err != nil {
 		return c.topicPageWith(ctx, r, adm, "deleting the topic: "+errText(err, &res.ErrMessage), "")
 	}
+	awaitTopic(ctx, adm, topic, false)
 	return view{redirect: "/topics?deleted=" + url.QueryEscape(topic)}
 }
 

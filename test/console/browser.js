@@ -22,6 +22,15 @@ async function call(what) {
   check(res.ok, `control ${what}: ${res.status} ${body}`);
 }
 
+// until calls cond (which may reload the page) until it is true, at most 15 s, 200 ms apart.
+async function until(cond, what) {
+  const deadline = Date.now() + 15000;
+  while (!(await cond())) {
+    check(Date.now() < deadline, what);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 async function shot(page, name) {
   await page.screenshot({ path: path.join(shots, name + ".png"), fullPage: true });
 }
@@ -97,7 +106,19 @@ async function shot(page, name) {
     check(committed.reduce((a, b) => a + Number(b), 0) === 3, "committed offsets add up to 3, got " + committed);
     await shot(page, "group");
 
+    step = "a group with a member shows it, and refuses a reset";
+    await call("/join");
+    await page.goto(base + "/groups/" + group);
+    check((await page.locator("#members tbody tr").first().textContent()).includes("console-test-member"), "the member's client id");
+    await page.selectOption("#reset select[name=mode]", "earliest");
+    await page.click('#reset button[value="preview"]');
+    check((await page.locator("#error").textContent()).includes("active member"), "reset refused while the group has a member");
+    check((await page.locator("#preview").count()) === 0, "no preview");
+    await shot(page, "group-members");
+    await call("/leave");
+
     step = "reset the group's offsets to earliest: preview, apply, lag 3";
+    await page.goto(base + "/groups/" + group);
     await page.selectOption("#reset select[name=mode]", "earliest");
     await page.click('#reset button[value="preview"]');
     await page.locator("#preview").waitFor();
@@ -115,11 +136,18 @@ async function shot(page, name) {
     page.once("dialog", (d) => d.accept());
     await page.click("#delete-topic button");
     await page.waitForURL("**/topics?deleted=*");
-    check((await page.locator(`#topics tr[data-topic="${topic}"]`).count()) === 0, "topic gone from the list");
+    // Brokers apply the deletion from the metadata log as they catch up: the list drops
+    // the topic once the broker the console asks has.
+    await until(async () => {
+      if ((await page.locator(`#topics tr[data-topic="${topic}"]`).count()) === 0) return true;
+      await page.reload();
+      return false;
+    }, "topic gone from the list");
 
     step = "a deleted topic's page says it does not exist";
-    const res = await page.goto(base + "/topics/" + topic);
-    check(res.status() === 404, "status 404, got " + res.status());
+    let res;
+    await until(async () => (res = await page.goto(base + "/topics/" + topic)).status() === 404,
+      "the deleted topic's page answers 404");
     check((await page.locator("#not-found").textContent()).includes(topic), "not found names the topic");
     await shot(page, "topic-not-found");
 

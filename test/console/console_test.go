@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,6 +59,26 @@ func TestConsoleInBrowser(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
+	var member *kgo.Client // a member of group while the script holds one (/join, /leave)
+	mux.HandleFunc("POST /control/join", func(w http.ResponseWriter, r *http.Request) {
+		cl, err := joinGroup(r.Context(), c.Bootstrap(), topic, group)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		member = cl
+	})
+	mux.HandleFunc("POST /control/leave", func(w http.ResponseWriter, r *http.Request) {
+		if member != nil {
+			member.Close() // leaves the group
+			member = nil
+		}
+	})
+	defer func() {
+		if member != nil {
+			member.Close()
+		}
+	}()
 	mux.HandleFunc("POST /control/stop", func(w http.ResponseWriter, r *http.Request) {
 		if err := c.Stop(3); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -118,6 +139,34 @@ func consumeAndCommit(ctx context.Context, bootstrap, topic, group string, n int
 		got += fs.NumRecords()
 	}
 	return cl.CommitUncommittedOffsets(ctx)
+}
+
+// joinGroup starts a member of group (client id console-test-member) consuming topic and
+// returns once it has its assignment; closing the client leaves the group.
+func joinGroup(ctx context.Context, bootstrap, topic, group string, opts ...kgo.Opt) (*kgo.Client, error) {
+	assigned := make(chan struct{})
+	var once sync.Once
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(bootstrap, ",")...), kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topic), kgo.ClientID("console-test-member"), kgo.DisableAutoCommit(),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }),
+	}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	go func() { // joining happens in polls
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	select {
+	case <-assigned:
+		return cl, nil
+	case <-ctx.Done():
+		cl.Close()
+		return nil, fmt.Errorf("joining group %s: %w", group, ctx.Err())
+	}
 }
 
 // The broker serves the console under /console/ on its http.listener, as a client of its
