@@ -145,9 +145,11 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /login", c.login)
 	mux.HandleFunc("POST /logout", c.logout)
 	c.routes(mux)
-	var h http.Handler = mux
+	// Every form posts to the console's own origin: a cross-site POST (a page elsewhere
+	// submitting a form to a console on loopback) is refused (Sec-Fetch-Site and Origin).
+	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	if c.cfg.Prefix != "" {
-		h = http.StripPrefix(c.cfg.Prefix, mux)
+		h = http.StripPrefix(c.cfg.Prefix, h)
 	}
 	return h
 }

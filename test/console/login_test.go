@@ -97,3 +97,39 @@ func post(t *testing.T, cl *http.Client, u string, form url.Values) (*http.Respo
 	}
 	return res, readAll(t, res)
 }
+
+// A form posted from another site (a page elsewhere submitting to a console on loopback) is
+// refused: the topic it would delete stays.
+func TestConsoleRefusesCrossSitePosts(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	b := testutil.StartBroker(t, "http.listener="+addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	adm := kadm.NewClient(op)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/console/topics/kept/delete", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Origin", "https://elsewhere.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	res, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, res)
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site delete: %d, want 403", res.StatusCode)
+	}
+	md, err := adm.Metadata(ctx, "kept")
+	if err != nil || md.Topics["kept"].Err != nil {
+		t.Fatalf("the topic is gone: %v %v", err, md.Topics["kept"].Err)
+	}
+}
