@@ -34,7 +34,7 @@ func (b *Broker) startHTTP() error {
 		return fmt.Errorf("http.listener %s: %w", addr, err)
 	}
 	b.http = s
-	b.log.Info("http listener serving /metrics, /healthz and /readyz", "addr", s.Addr().String())
+	b.log.Info("http listener serving /metrics, /healthz and /readyz (and the web console once the listeners are up)", "addr", s.Addr().String())
 	return nil
 }
 
