@@ -170,7 +170,8 @@ func joinGroup(ctx context.Context, bootstrap, topic, group string, opts ...kgo.
 }
 
 // The broker serves the console under /console/ on its http.listener, as a client of its
-// own listener: the overview names the cluster, and "/" leads there.
+// own listener: "/" leads to the overview, which lists the broker; an unknown topic's page
+// is "not found"; the reassignments page lists none and elects preferred leaders.
 func TestBrokerServesConsole(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	testutil.StartBroker(t, "http.listener="+addr) // node.id 1
@@ -192,6 +193,14 @@ func TestBrokerServesConsole(t *testing.T) {
 	}
 	if body := readAll(t, res); res.StatusCode != http.StatusNotFound || !strings.Contains(body, `id="not-found"`) {
 		t.Fatalf("unknown topic: %d\n%s", res.StatusCode, body)
+	}
+	// A preferred leader election from the reassignments page answers with its result.
+	res, err = cl.PostForm("http://"+addr+"/console/elect", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, res); res.StatusCode != http.StatusOK || !strings.Contains(body, "Preferred leader election:") || !strings.Contains(body, `id="reassignments"`) {
+		t.Fatalf("elect: %d\n%s", res.StatusCode, body)
 	}
 }
 
