@@ -246,6 +246,7 @@ func (c *Console) client(r *http.Request) (*kgo.Client, string, error) {
 		if err != nil {
 			return nil, "", errLogin
 		}
+		c.expireSessionsLocked(time.Now())
 		s, ok := c.mu.sessions[ck.Value]
 		if !ok {
 			return nil, "", errLogin

@@ -78,11 +78,25 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		fail("console: closed")
 		return
 	}
+	c.expireSessionsLocked(time.Now())
 	c.mu.sessions[id] = &session{user: user, cl: cl, seen: time.Now()}
 	c.mu.Unlock()
 	path := c.cfg.Prefix + "/"
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: path, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// sessionIdle is how long a session lasts unused.
+const sessionIdle = 8 * time.Hour
+
+// expireSessionsLocked closes the sessions unused for sessionIdle. c.mu is held.
+func (c *Console) expireSessionsLocked(now time.Time) {
+	for id, s := range c.mu.sessions {
+		if now.Sub(s.seen) > sessionIdle {
+			s.cl.Close()
+			delete(c.mu.sessions, id)
+		}
+	}
 }
 
 // logout ends the session and closes its client.
