@@ -83,7 +83,7 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, adm *kadm.Clien
 		d.Brokers = append(d.Brokers, *r)
 	}
 	slices.SortFunc(d.Brokers, func(a, b brokerRow) int { return int(a.ID - b.ID) })
-	d.In, d.Out = c.samp.throughput()
+	d.In, d.Out = samplerOf(ctx).throughput()
 	return view{page: "overview", title: "Cluster", data: d}
 }
 

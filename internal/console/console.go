@@ -46,7 +46,7 @@ type Config struct {
 type Console struct {
 	cfg   Config
 	pages map[string]*template.Template
-	samp  *sampler
+	samp  *sampler // without Login (each session has its own)
 	log   *slog.Logger
 
 	mu struct {
@@ -57,11 +57,19 @@ type Console struct {
 	}
 }
 
-// session is one logged-in user: a client with their credentials.
+// session is one logged-in user: a client with their credentials, and a sampler of its
+// own, so each user's charts show only what their ACLs let them see.
 type session struct {
 	user string
 	cl   *kgo.Client
+	samp *sampler
 	seen time.Time
+}
+
+// close stops the session's sampler and closes its client.
+func (s *session) close() {
+	s.samp.stop()
+	s.cl.Close()
 }
 
 // sessionCookie names the session cookie of Login.
@@ -92,7 +100,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, pages: pages, log: cfg.Logger}
 	c.mu.sessions = map[string]*session{}
-	c.samp = newSampler(cfg.Interval, cfg.History, c.samplerClient, cfg.Logger)
+	c.samp = c.newSampler(c.sharedClient)
 	return c, nil
 }
 
@@ -188,7 +196,7 @@ type pageFunc func(ctx context.Context, r *http.Request, adm *kadm.Client, cl *k
 // renders the answer in the layout.
 func (c *Console) page(f pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cl, user, err := c.client(r)
+		cl, user, samp, err := c.client(r)
 		if errors.Is(err, errLogin) {
 			http.Redirect(w, r, c.cfg.Prefix+"/login", http.StatusSeeOther)
 			return
@@ -197,8 +205,8 @@ func (c *Console) page(f pageFunc) http.HandlerFunc {
 			c.render(w, view{page: "error", title: "Error", status: http.StatusBadGateway, data: err.Error()}, user)
 			return
 		}
-		c.samp.start()
-		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		samp.start()
+		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), samplerKey{}, samp), 15*time.Second)
 		defer cancel()
 		v := f(ctx, r, kadm.NewClient(cl), cl)
 		if v.redirect != "" {
@@ -234,55 +242,54 @@ func errorView(status int, format string, args ...any) view {
 // errLogin: the request has no session and the cluster needs one.
 var errLogin = errors.New("console: login needed")
 
-// client is the client for r: the shared one, or the session's with Login.
-func (c *Console) client(r *http.Request) (*kgo.Client, string, error) {
+// client is the client for r, with its sampler: the shared ones, or the session's with
+// Login.
+func (c *Console) client(r *http.Request) (*kgo.Client, string, *sampler, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {
-		return nil, "", errors.New("console: closed")
+		return nil, "", nil, errors.New("console: closed")
 	}
 	if c.cfg.Login {
 		ck, err := r.Cookie(sessionCookie)
 		if err != nil {
-			return nil, "", errLogin
+			return nil, "", nil, errLogin
 		}
 		c.expireSessionsLocked(time.Now())
 		s, ok := c.mu.sessions[ck.Value]
 		if !ok {
-			return nil, "", errLogin
+			return nil, "", nil, errLogin
 		}
 		s.seen = time.Now()
-		return s.cl, s.user, nil
+		return s.cl, s.user, s.samp, nil
 	}
 	if c.mu.shared == nil {
 		cl, err := c.newClient()
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		c.mu.shared = cl
 	}
-	return c.mu.shared, "", nil
+	return c.mu.shared, "", c.samp, nil
 }
 
-// samplerClient is the client the sampler uses: the shared one, or with Login any
-// logged-in user's (nil when nobody is logged in).
-func (c *Console) samplerClient() *kgo.Client {
+// sharedClient is the client without Login (nil before the first page).
+func (c *Console) sharedClient() *kgo.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.cfg.Login {
-		return c.mu.shared
-	}
-	var best *session
-	for _, s := range c.mu.sessions {
-		if best == nil || s.seen.After(best.seen) {
-			best = s
-		}
-	}
-	if best == nil {
-		return nil
-	}
-	return best.cl
+	return c.mu.shared
 }
+
+// newSampler is a sampler with the console's interval and history, sampling through cl.
+func (c *Console) newSampler(cl func() *kgo.Client) *sampler {
+	return newSampler(c.cfg.Interval, c.cfg.History, cl, c.log)
+}
+
+// samplerKey keys the request's sampler in its context.
+type samplerKey struct{}
+
+// samplerOf is the sampler of the request whose context is ctx.
+func samplerOf(ctx context.Context) *sampler { return ctx.Value(samplerKey{}).(*sampler) }
 
 // newClient builds a client to the seeds with the configured options and extra.
 func (c *Console) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
@@ -294,18 +301,23 @@ func (c *Console) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append(opts, extra...)...)
 }
 
-// Close stops the sampler and closes every client.
+// Close stops the samplers and closes every client; a second Close does nothing.
 func (c *Console) Close() {
-	c.samp.stop()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.closed = true
-	if c.mu.shared != nil {
-		c.mu.shared.Close()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return
 	}
-	for k, s := range c.mu.sessions {
-		s.cl.Close()
-		delete(c.mu.sessions, k)
+	c.mu.closed = true
+	shared, sessions := c.mu.shared, c.mu.sessions
+	c.mu.sessions = map[string]*session{}
+	c.mu.Unlock()
+	c.samp.stop()
+	if shared != nil {
+		shared.Close()
+	}
+	for _, s := range sessions {
+		s.close()
 	}
 }
 

@@ -24,8 +24,10 @@
 // When the cluster needs credentials (Config.Login), every page but the login form needs a
 // session: the user's SASL username and password are tried against the cluster at login and
 // every request of the session is sent by a client of its own with those credentials, so the
-// broker applies the user's ACLs; the console holds no credentials of its own. The sampler
-// then runs with the first logged-in user's client and stops with it.
+// broker applies the user's ACLs; the console holds no credentials of its own. Each session
+// has a sampler of its own, sending with the user's client, so one user's charts show
+// nothing another's ACLs hide from them; it stops with the session (log out, or 8 hours
+// unused).
 //
 // # Lock rules
 //

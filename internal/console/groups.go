@@ -212,7 +212,7 @@ func (c *Console) groupPageWith(ctx context.Context, r *http.Request, adm *kadm.
 	if err != nil {
 		return errorView(http.StatusBadGateway, "describing group %s: %s", group, errText(err, nil))
 	}
-	data := map[string]any{"G": g, "LagSeries": series{Name: "lag", Class: "lag", Pts: c.samp.groupLag(group)}, "Msg": r.FormValue("msg")}
+	data := map[string]any{"G": g, "LagSeries": series{Name: "lag", Class: "lag", Pts: samplerOf(ctx).groupLag(group)}, "Msg": r.FormValue("msg")}
 	for k, v := range extra {
 		data[k] = v
 	}

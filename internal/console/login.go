@@ -79,7 +79,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.expireSessionsLocked(time.Now())
-	c.mu.sessions[id] = &session{user: user, cl: cl, seen: time.Now()}
+	c.mu.sessions[id] = &session{user: user, cl: cl, seen: time.Now(), samp: c.newSampler(func() *kgo.Client { return cl })}
 	c.mu.Unlock()
 	path := c.cfg.Prefix + "/"
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: path, HttpOnly: true, SameSite: http.SameSiteStrictMode})
@@ -93,7 +93,7 @@ const sessionIdle = 8 * time.Hour
 func (c *Console) expireSessionsLocked(now time.Time) {
 	for id, s := range c.mu.sessions {
 		if now.Sub(s.seen) > sessionIdle {
-			s.cl.Close()
+			s.close()
 			delete(c.mu.sessions, id)
 		}
 	}
@@ -104,7 +104,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
 		c.mu.Lock()
 		if s, ok := c.mu.sessions[ck.Value]; ok {
-			s.cl.Close()
+			s.close()
 			delete(c.mu.sessions, ck.Value)
 		}
 		c.mu.Unlock()

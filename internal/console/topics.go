@@ -83,7 +83,7 @@ func (c *Console) topicListWith(ctx context.Context, r *http.Request, adm *kadm.
 				}
 			}
 		}
-		row.Rate, row.HasRate = c.samp.topicRate(t.Topic)
+		row.Rate, row.HasRate = samplerOf(ctx).topicRate(t.Topic)
 		rows = append(rows, row)
 	}
 	status := 0
@@ -251,7 +251,7 @@ func (c *Console) topicPageWith(ctx context.Context, r *http.Request, adm *kadm.
 	if actionErr != "" {
 		status = http.StatusBadRequest
 	}
-	rate, hasRate := c.samp.topicRate(topic)
+	rate, hasRate := samplerOf(ctx).topicRate(topic)
 	return view{page: "topic", title: "Topic " + topic, status: status, data: map[string]any{
 		"Name": topic, "ID": td.ID.String(), "Internal": td.IsInternal, "Partitions": rows, "Configs": configs, "ConfigErr": configErr,
 		"Error": actionErr, "Msg": msg, "Rate": rate, "HasRate": hasRate,
