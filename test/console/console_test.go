@@ -59,26 +59,28 @@ func TestConsoleInBrowser(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
-	var member *kgo.Client // a member of group while the script holds one (/join, /leave)
+	var mu sync.Mutex
+	var member *kgo.Client // guarded by mu: a member of group while the script holds one (/join, /leave)
+	leave := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if member != nil {
+			member.Close() // leaves the group
+			member = nil
+		}
+	}
 	mux.HandleFunc("POST /control/join", func(w http.ResponseWriter, r *http.Request) {
 		cl, err := joinGroup(r.Context(), c.Bootstrap(), topic, group)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		mu.Lock()
 		member = cl
+		mu.Unlock()
 	})
-	mux.HandleFunc("POST /control/leave", func(w http.ResponseWriter, r *http.Request) {
-		if member != nil {
-			member.Close() // leaves the group
-			member = nil
-		}
-	})
-	defer func() {
-		if member != nil {
-			member.Close()
-		}
-	}()
+	mux.HandleFunc("POST /control/leave", func(http.ResponseWriter, *http.Request) { leave() })
+	defer leave()
 	mux.HandleFunc("POST /control/stop", func(w http.ResponseWriter, r *http.Request) {
 		if err := c.Stop(3); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
