@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // brokerRow is one broker on the overview. A broker is listed from the Metadata answer
@@ -98,14 +101,20 @@ type reassignmentRow struct {
 	Progress  int // percent of the adding replicas in sync
 }
 
-func (c *Console) reassignments(ctx context.Context, r *http.Request, adm *kadm.Client, _ *kgo.Client) view {
-	res, err := adm.ListPartitionReassignments(ctx, nil)
+func (c *Console) reassignments(ctx context.Context, r *http.Request, adm *kadm.Client, cl *kgo.Client) view {
+	// Null topics: every reassignment in progress (kadm's helper asks only for named ones).
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = 10000
+	res, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(res.ErrorCode)
+	}
 	if err != nil {
-		return errorView(http.StatusBadGateway, "listing reassignments: %s", errText(err, nil))
+		return errorView(http.StatusBadGateway, "listing reassignments: %s", errText(err, res.ErrorMessage))
 	}
 	var topics []string
-	for _, rr := range res.Sorted() {
-		topics = append(topics, rr.Topic)
+	for _, t := range res.Topics {
+		topics = append(topics, t.Topic)
 	}
 	isr := map[string]map[int32][]int32{}
 	if len(topics) > 0 {
@@ -119,18 +128,26 @@ func (c *Console) reassignments(ctx context.Context, r *http.Request, adm *kadm.
 		}
 	}
 	var rows []reassignmentRow
-	for _, rr := range res.Sorted() {
-		row := reassignmentRow{Topic: rr.Topic, Partition: rr.Partition, Replicas: rr.Replicas, Adding: rr.AddingReplicas, Removing: rr.RemovingReplicas, Progress: 100}
-		for _, a := range rr.AddingReplicas {
-			if slices.Contains(isr[rr.Topic][rr.Partition], a) {
-				row.InSync++
+	for _, t := range res.Topics {
+		for _, p := range t.Partitions {
+			row := reassignmentRow{Topic: t.Topic, Partition: p.Partition, Replicas: p.Replicas, Adding: p.AddingReplicas, Removing: p.RemovingReplicas, Progress: 100}
+			for _, a := range p.AddingReplicas {
+				if slices.Contains(isr[t.Topic][p.Partition], a) {
+					row.InSync++
+				}
 			}
+			if n := len(p.AddingReplicas); n > 0 {
+				row.Progress = 100 * row.InSync / n
+			}
+			rows = append(rows, row)
 		}
-		if n := len(rr.AddingReplicas); n > 0 {
-			row.Progress = 100 * row.InSync / n
-		}
-		rows = append(rows, row)
 	}
+	slices.SortFunc(rows, func(a, b reassignmentRow) int {
+		if a.Topic != b.Topic {
+			return strings.Compare(a.Topic, b.Topic)
+		}
+		return int(a.Partition - b.Partition)
+	})
 	return view{page: "reassignments", title: "Reassignments", data: map[string]any{
 		"Rows": rows, "Result": r.URL.Query().Get("result"),
 	}}
