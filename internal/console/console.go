@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -217,20 +218,27 @@ func (c *Console) page(f pageFunc) http.HandlerFunc {
 	}
 }
 
-// render writes v's page in the layout.
+// render writes v's page in the layout: rendered whole first, so a template error answers
+// 500 instead of half a page.
 func (c *Console) render(w http.ResponseWriter, v view, user string) {
 	t, ok := c.pages[v.page]
 	if !ok {
 		http.Error(w, "no page "+v.page, http.StatusInternalServerError)
 		return
 	}
+	data := map[string]any{"Title": v.title, "Data": v.data, "User": user, "Login": c.cfg.Login, "Prefix": c.cfg.Prefix}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
+		c.log.Warn("console: rendering page", "page", v.page, "err", err)
+		http.Error(w, "rendering page "+v.page+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if v.status != 0 {
 		w.WriteHeader(v.status)
 	}
-	data := map[string]any{"Title": v.title, "Data": v.data, "User": user, "Login": c.cfg.Login, "Prefix": c.cfg.Prefix}
-	if err := t.Execute(w, data); err != nil {
-		c.log.Warn("console: rendering page", "page", v.page, "err", err)
+	if _, err := buf.WriteTo(w); err != nil {
+		c.log.Debug("console: writing page", "page", v.page, "err", err) // the browser went away
 	}
 }
 
