@@ -14,7 +14,7 @@ import (
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
-// The topic page alters configs and adds partitions, showing Kafka's error for a value or a
+// The topic list searches by name (any case); the topic page alters configs and adds partitions, showing Kafka's error for a value or a
 // count the broker refuses and the change for one it accepts.
 func TestTopicPageActions(t *testing.T) {
 	b := testutil.StartBroker(t)
@@ -32,6 +32,12 @@ func TestTopicPageActions(t *testing.T) {
 	}
 	base := serveConsole(t, b.Addr())
 	web := &http.Client{Timeout: 20 * time.Second}
+	if _, body := get(t, web, base+"/topics?q=ACT"); !strings.Contains(body, `data-topic="actions"`) {
+		t.Fatalf("searching ACT does not list actions:\n%s", body)
+	}
+	if _, body := get(t, web, base+"/topics?q=zzz"); strings.Contains(body, `data-topic="actions"`) {
+		t.Fatalf("searching zzz lists actions:\n%s", body)
+	}
 	act := func(path string, form url.Values, status int, want string) string {
 		t.Helper()
 		res, body := post(t, web, base+"/topics/"+topic+path, form)
