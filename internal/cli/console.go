@@ -37,6 +37,10 @@ It listens on loopback unless --listen names another address.`,
 			if err != nil {
 				return err
 			}
+			format, err := cf.outputFormat()
+			if err != nil {
+				return err
+			}
 			opts, err := cf.securityOpts()
 			if err != nil {
 				return err
@@ -54,7 +58,14 @@ It listens on loopback unless --listen names another address.`,
 				return fmt.Errorf("--listen %s: %w", o.listen, err)
 			}
 			srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
-			fmt.Fprintf(cmd.OutOrStdout(), "console for %s on http://%s/\n", cf.bootstrap, ln.Addr())
+			url := "http://" + ln.Addr().String() + "/"
+			if format == outputJSON {
+				if err := writeJSON(cmd.OutOrStdout(), map[string]any{"url": url, "bootstrap_servers": seeds}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "console for %s on %s\n", cf.bootstrap, url)
+			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			errc := make(chan error, 1)
@@ -73,7 +84,7 @@ It listens on loopback unless --listen names another address.`,
 			return nil
 		},
 	}
-	cf.registerBootstrap(cmd)
+	cf.register(cmd) // -o json prints where it serves as JSON
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", "127.0.0.1:9645", "HOST:PORT to serve the console on")
 	f.StringVar(&o.login, "login-mechanism", "", "ask each user for SASL credentials with this mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
