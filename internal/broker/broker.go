@@ -20,6 +20,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -161,16 +162,18 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if err := checkControllerSecurity(cfg); err != nil {
 		return nil, err
 	}
-	dir := cfg.LogDirs[0]
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("log.dirs %s: %w", dir, err)
+	for _, dir := range cfg.LogDirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("log.dirs %s: %w", dir, err)
+		}
 	}
-	logs, err := storage.OpenManager(fs, dir, log)
+	logs, err := storage.OpenDirs(fs, cfg.LogDirs, log)
 	if err != nil {
 		return nil, err
 	}
 	if on := opt.OnLogDirFailure; on != nil {
-		logs.OnLogOffline = func(_ string, err error) { on(dir, err) } // before any log opens
+		// before any log opens; the partition's directory is in its log dir
+		logs.OnLogOffline = func(partDir string, err error) { on(filepath.Dir(partDir), err) }
 	}
 	clusterID, err := format(logs, cfg, log)
 	if err != nil {
@@ -325,16 +328,21 @@ func (b *Broker) start(startCtx context.Context) error {
 	return nil
 }
 
-// format returns the log dir's cluster id, formatting an empty dir with cluster.id (or, for
-// a node that is its own single-voter quorum, a random id).
+// format returns the log dirs' cluster id, formatting the dirs without meta.properties with
+// it: the cluster.id of the formatted ones, else cluster.id (or, for a node that is its own
+// single-voter quorum, a random id).
 func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string, error) {
-	dir := logs.Dir()
+	dir := logs.FormattedDir()
 	if id := logs.ClusterID(); id != "" {
 		if logs.NodeID() != cfg.NodeID {
 			return "", fmt.Errorf("node.id %d does not match %d in %s/meta.properties", cfg.NodeID, logs.NodeID(), dir)
 		}
 		if cfg.ClusterID != "" && cfg.ClusterID != id {
 			return "", fmt.Errorf("cluster.id %s does not match %s in %s/meta.properties: this log dir belongs to another cluster", cfg.ClusterID, id, dir)
+		}
+		// A dir added to log.dirs, or one formatted before directory ids, gets its meta.properties.
+		if err := logs.Format(id, cfg.NodeID); err != nil {
+			return "", err
 		}
 		return id, nil
 	}
@@ -348,7 +356,7 @@ func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string
 	if err := logs.Format(id, cfg.NodeID); err != nil {
 		return "", err
 	}
-	log.Info("formatted log dir", "dir", dir, "cluster_id", id, "node_id", cfg.NodeID)
+	log.Info("formatted log dirs", "dirs", logs.Dirs(), "cluster_id", id, "node_id", cfg.NodeID)
 	return id, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -80,13 +79,12 @@ func NewManager(fs storage.FS, logs *storage.Manager, log *slog.Logger) *Manager
 }
 
 // SetReplication sets the broker's replication options (once, before partitions are opened)
-// and reads the high watermarks of the replication-offset-checkpoint.
+// and reads the high watermarks of every log dir's replication-offset-checkpoint.
 func (m *Manager) SetReplication(o ReplicationOptions) {
-	hws, err := storage.ReadCheckpoint(m.fs, filepath.Join(m.logs.Dir(), storage.ReplicationOffsetCheckpointFile))
+	hws, err := m.logs.ReadCheckpoints(storage.ReplicationOffsetCheckpointFile)
 	if err != nil {
 		// Safe to go on: high watermarks start at 0 and the leaders give them again.
 		m.log.Warn("reading the high watermark checkpoint failed", "err", err)
-		hws = map[storage.TopicPartition]int64{}
 	}
 	m.hws.Lock()
 	m.hws.loaded = hws
@@ -98,7 +96,8 @@ func (m *Manager) SetReplication(o ReplicationOptions) {
 func (m *Manager) replication() *ReplicationOptions { return m.repl.Load() }
 
 // checkpointHW writes every partition's high watermark to the replication-offset-checkpoint
-// (those not opened keep the value read at start), when it changed since the last write.
+// of the log dir holding it (those not opened keep the value read at start), when it changed
+// since the last write.
 func (m *Manager) checkpointHW() error {
 	if m.replication() == nil {
 		return nil
@@ -116,7 +115,7 @@ func (m *Manager) checkpointHW() error {
 	if maps.Equal(out, m.hws.written) {
 		return nil
 	}
-	if err := storage.WriteCheckpoint(m.fs, m.logs.Dir(), storage.ReplicationOffsetCheckpointFile, out); err != nil {
+	if err := m.logs.WriteCheckpoints(storage.ReplicationOffsetCheckpointFile, out); err != nil {
 		return err
 	}
 	m.hws.written = out

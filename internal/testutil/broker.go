@@ -37,10 +37,21 @@ func StartBroker(t testing.TB, sets ...string) *Broker {
 // StartBrokerIn starts a broker on an existing data dir (a restart) with an optional fault FS.
 func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Broker {
 	t.Helper()
+	b, err := TryStartBrokerIn(t, dir, fs, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TryStartBrokerIn is StartBrokerIn for a start that may fail: it returns the error (of the
+// configuration or of start-up) instead of failing the test.
+func TryStartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) (*Broker, error) {
+	t.Helper()
 	all := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"}, sets...)
 	cfg, err := config.Load("", all)
 	if err != nil {
-		t.Fatalf("config: %v", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	var w io.Writer = io.Discard
 	if os.Getenv("GREGOR_TEST_LOG") != "" {
@@ -48,7 +59,7 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 	}
 	b, err := broker.Start(cfg, broker.Options{FS: fs, Logger: slog.New(slog.NewTextHandler(w, nil))})
 	if err != nil {
-		t.Fatalf("start broker: %v", err)
+		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	tb := &Broker{Broker: b, Dir: dir, Sets: sets, fs: fs, t: t}
 	t.Cleanup(func() {
@@ -59,7 +70,7 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 			t.Errorf("broker close: %v", err)
 		}
 	})
-	return tb
+	return tb, nil
 }
 
 // closeHangAfter is how long a broker's Close may take before the test fails with every
