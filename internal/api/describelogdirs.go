@@ -12,8 +12,9 @@ import (
 )
 
 // DescribeLogDirs v0-v4: every log dir of log.dirs, in order, with each of its partitions'
-// size on disk (all of them when the request names no topics), and from v4 the file system's
-// total and usable bytes.
+// size on disk (all of them when the request names no topics), a replica being moved into the
+// dir (AlterReplicaLogDirs) as a future one (is_future_key, offset_lag: how far it is behind
+// the current replica), and from v4 the file system's total and usable bytes.
 
 func handleDescribeLogDirs(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeLogDirsRequest)
@@ -39,9 +40,14 @@ func describeLogDir(u storage.DirUsage, topics []kmsg.DescribeLogDirsRequestTopi
 		dir.TotalBytes = int64(st.Blocks) * st.Bsize
 		dir.UsableBytes = int64(st.Bavail) * st.Bsize
 	}
-	tps := make([]storage.TopicPartition, 0, len(u.Sizes))
+	tps := make([]storage.TopicPartition, 0, len(u.Sizes)+len(u.Future))
 	for tp := range u.Sizes {
 		if topics == nil || wanted(topics, tp.Topic, tp.Partition) {
+			tps = append(tps, tp)
+		}
+	}
+	for tp := range u.Future {
+		if _, dup := u.Sizes[tp]; !dup && (topics == nil || wanted(topics, tp.Topic, tp.Partition)) {
 			tps = append(tps, tp)
 		}
 	}
@@ -59,7 +65,11 @@ func describeLogDir(u storage.DirUsage, topics []kmsg.DescribeLogDirsRequestTopi
 		}
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 		dp.Partition = tp.Partition
-		dp.Size = u.Sizes[tp]
+		if f, ok := u.Future[tp]; ok {
+			dp.Size, dp.OffsetLag, dp.IsFuture = f.Size, f.Lag, true
+		} else {
+			dp.Size = u.Sizes[tp]
+		}
 		t := &dir.Topics[len(dir.Topics)-1]
 		t.Partitions = append(t.Partitions, dp)
 	}

@@ -110,6 +110,8 @@ func code(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, storage.ErrLogOffline):
 		return kerr.KafkaStorageError.Code
+	case errors.Is(err, storage.ErrLogDirNotFound):
+		return kerr.LogDirNotFound.Code
 	case errors.Is(err, storage.ErrTooManyOpenFiles):
 		// The broker is at its descriptor budget with every file in use: nothing failed and
 		// the partition stays online; clients retry KAFKA_STORAGE_ERROR.

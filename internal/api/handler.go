@@ -107,6 +107,7 @@ func init() {
 		kmsg.DeleteRecords.Int16():                {0, 2, handleDeleteRecords},
 		kmsg.DescribeCluster.Int16():              {0, 1, handleDescribeCluster},
 		kmsg.DescribeLogDirs.Int16():              {0, 4, handleDescribeLogDirs},
+		kmsg.AlterReplicaLogDirs.Int16():          {0, 2, handleAlterReplicaLogDirs},
 		kmsg.InitProducerID.Int16():               {0, 5, handleInitProducerID},
 		kmsg.FindCoordinator.Int16():              {0, 6, handleFindCoordinator},
 		kmsg.JoinGroup.Int16():                    {0, 9, handleJoinGroup},

@@ -2,14 +2,19 @@ package api_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/testutil"
 )
@@ -266,3 +271,211 @@ func startErr(t *testing.T, sets ...string) error {
 	}
 	return err
 }
+
+// dirOf is the one log dir holding partition part (e.g. "mv-0"), failing when it is not
+// exactly one.
+func dirOf(t *testing.T, dirs []string, part string) string {
+	t.Helper()
+	var in []string
+	for _, d := range dirs {
+		topic := part[:strings.LastIndexByte(part, '-')]
+		if slices.Contains(partitionsIn(t, d, topic), part) {
+			in = append(in, d)
+		}
+	}
+	if len(in) != 1 {
+		t.Fatalf("%s is in %v", part, in)
+	}
+	return in[0]
+}
+
+// futureDirs lists the future replica directories (<topic>-<partition>.<id>-future) in dir.
+func futureDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), "-future") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// recordIndex is the i of a value(i) record.
+func recordIndex(t *testing.T, v []byte) int {
+	t.Helper()
+	s, _, ok := strings.Cut(strings.TrimPrefix(string(v), "record-"), "|")
+	var i int
+	if _, err := fmt.Sscanf(s, "%d", &i); !ok || err != nil {
+		t.Fatalf("record value %q", v[:20])
+	}
+	return i
+}
+
+// checkAll reads the partition from the start and checks it holds records 0..n-1, each once,
+// in order.
+func checkAll(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	recs := consumeN(t, addr, topic, n)
+	for j, r := range recs {
+		if i := recordIndex(t, r.Value); i != j || r.Offset != int64(j) {
+			t.Fatalf("record %d at offset %d is value %d", j, r.Offset, i)
+		}
+	}
+}
+
+// AlterReplicaLogDirs moves a replica to another dir while a producer writes to it: the move
+// is a future replica in the destination (DescribeLogDirs is_future_key) copied under
+// replica.alter.log.dirs.io.max.bytes.per.second, swapped in once caught up; no acknowledged
+// record is lost, and the partition stays in the new dir across a restart.
+func TestAlterReplicaLogDirsMovesWhileProducing(t *testing.T) {
+	dirs, set := threeDirs(t)
+	const throttle = "replica.alter.log.dirs.io.max.bytes.per.second"
+	b := testutil.StartBroker(t, set, throttle+"=131072")
+	segBytes := "65536"
+	createTopic(t, b.Addr(), "mv", 1, map[string]*string{"segment.bytes": &segBytes})
+	cl := newClient(t, b.Addr(), uncompressed, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(16<<10))
+	const initial = 4000 // 200-byte values: about 900 KiB, 6 s of copying at the throttle
+	var rs []*kgo.Record
+	for i := range initial {
+		rs = append(rs, &kgo.Record{Topic: "mv", Value: value(i)})
+	}
+	produceSync(t, cl, rs...)
+
+	// A producer writing one record at a time until stopped; acked counts what it was told.
+	stop, stopped := make(chan struct{}), make(chan error, 1)
+	var acked atomicInt
+	acked.set(initial)
+	go func() {
+		for i := initial; ; i++ {
+			select {
+			case <-stop:
+				stopped <- nil
+				return
+			default:
+			}
+			if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "mv", Value: value(i)}).FirstErr(); err != nil {
+				stopped <- fmt.Errorf("record %d: %w", i, err)
+				return
+			}
+			acked.set(i + 1)
+		}
+	}()
+
+	from := dirOf(t, dirs, "mv-0")
+	dest := dirs[(slices.Index(dirs, from)+1)%3]
+	adm := newAdmin(t, b.Addr())
+	var req kadm.AlterReplicaLogDirsReq
+	req.Add(dest, kadm.TopicsSet{"mv": {0: {}}})
+	resps, err := adm.AlterBrokerReplicaLogDirs(ctxT(t), 1, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resps.Each(func(r kadm.AlterReplicaLogDirsResponse) {
+		if r.Err != nil {
+			t.Fatalf("alter %s-%d to %s: %v", r.Topic, r.Partition, r.Dir, r.Err)
+		}
+	})
+
+	// While it copies: the current replica in from, the future one in dest.
+	ds, err := adm.DescribeBrokerLogDirs(ctxT(t), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, ok1 := ds.Lookup(from, "mv", 0)
+	fut, ok2 := ds.Lookup(dest, "mv", 0)
+	if !ok1 || !ok2 || cur.IsFuture || !fut.IsFuture || fut.OffsetLag <= 0 {
+		t.Fatalf("during the move: current %+v (%v), future %+v (%v)", cur, ok1, fut, ok2)
+	}
+	if fs := futureDirs(t, dest); len(fs) != 1 || !strings.HasPrefix(fs[0], "mv-0.") {
+		t.Fatalf("future replica directories in %s: %v", dest, fs)
+	}
+
+	// Lift the throttle (dynamically, on this broker) and wait for the swap.
+	unlimited := "9223372036854775807"
+	if _, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: throttle, Value: &unlimited}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the move to finish", func() bool {
+		d, err := adm.DescribeBrokerLogDirs(ctxT(t), 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := d.Lookup(dest, "mv", 0)
+		_, old := d.Lookup(from, "mv", 0)
+		return ok && !p.IsFuture && !old
+	})
+	if got := dirOf(t, dirs, "mv-0"); got != dest || len(futureDirs(t, dest)) != 0 {
+		t.Fatalf("after the move mv-0 is in %s (future dirs %v), want %s", got, futureDirs(t, dest), dest)
+	}
+	// The producer goes on writing to the moved replica.
+	moved := acked.get()
+	waitFor(t, 30*time.Second, "records produced after the move", func() bool { return acked.get() >= moved+50 })
+	close(stop)
+	if err := <-stopped; err != nil {
+		t.Fatalf("producing during the move: %v", err)
+	}
+	n := acked.get()
+	checkAll(t, b.Addr(), "mv", n)
+
+	b = b.Restart()
+	if got := dirOf(t, dirs, "mv-0"); got != dest {
+		t.Fatalf("after restart mv-0 is in %s, want %s", got, dest)
+	}
+	checkAll(t, b.Addr(), "mv", n)
+	produceSync(t, newClient(t, b.Addr()), &kgo.Record{Topic: "mv", Value: value(n)})
+	checkAll(t, b.Addr(), "mv", n+1)
+}
+
+// AlterReplicaLogDirs answers as Kafka: LOG_DIR_NOT_FOUND for a dir not in log.dirs,
+// UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster does not have, and NONE for a
+// replica already in the dir named.
+func TestAlterReplicaLogDirsErrors(t *testing.T) {
+	dirs, set := threeDirs(t)
+	b := testutil.StartBroker(t, set)
+	createTopic(t, b.Addr(), "e", 1, nil)
+	here := dirOf(t, dirs, "e-0")
+	cl := newClient(t, b.Addr())
+	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	for _, c := range []struct{ dir, topic string }{
+		{"/nonexistent/dir", "e"}, {here, "e"}, {dirs[0], "missing"},
+	} {
+		d := kmsg.NewAlterReplicaLogDirsRequestDir()
+		d.Dir = c.dir
+		tp := kmsg.NewAlterReplicaLogDirsRequestDirTopic()
+		tp.Topic, tp.Partitions = c.topic, []int32{0}
+		if c.dir == "/nonexistent/dir" {
+			tp.Partitions = []int32{1} // e-1 does not exist either: the dir is checked first
+		}
+		d.Topics = append(d.Topics, tp)
+		req.Dirs = append(req.Dirs, d)
+	}
+	raw, err := cl.Broker(1).Request(ctxT(t), req) // to this broker, not split by partition leaders
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.AlterReplicaLogDirsResponse)
+	got := map[string]int16{}
+	for _, tr := range resp.Topics {
+		for _, p := range tr.Partitions {
+			got[fmt.Sprintf("%s-%d", tr.Topic, p.Partition)] = p.ErrorCode
+		}
+	}
+	want := map[string]int16{"e-1": kerr.LogDirNotFound.Code, "e-0": 0, "missing-0": kerr.UnknownTopicOrPartition.Code}
+	if !maps.Equal(got, want) {
+		t.Fatalf("codes %v, want %v", got, want)
+	}
+	if dirOf(t, dirs, "e-0") != here || len(futureDirs(t, here)) != 0 {
+		t.Fatal("a move to the replica's own dir changed something")
+	}
+}
+
+// atomicInt is an int shared with the producing goroutine.
+type atomicInt struct{ v atomic.Int64 }
+
+func (a *atomicInt) set(n int) { a.v.Store(int64(n)) }
+func (a *atomicInt) get() int  { return int(a.v.Load()) }

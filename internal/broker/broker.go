@@ -228,6 +228,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		},
 	})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
+	b.replicas.MoveRate = func() int64 { return b.cfg.Current().ReplicaAlterLogDirsIOMaxBytesPerSecond }
 	if !cfg.IsBroker() {
 		log.Info("controller-only node started", "node_id", cfg.NodeID)
 		return nil

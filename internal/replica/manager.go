@@ -32,6 +32,11 @@ type Manager struct {
 		parts map[tpKey]*Partition
 	}
 
+	moves moves // replicas being moved to another log dir (movedir.go)
+	// MoveRate is replica.alter.log.dirs.io.max.bytes.per.second now (0 or math.MaxInt64:
+	// none), read by every copy round of a move; nil: no throttle. Set before serving.
+	MoveRate func() int64
+
 	repl   atomic.Pointer[ReplicationOptions]
 	kickCh chan struct{} // wakes RunReplication
 
@@ -189,7 +194,8 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{Topic: topic, Index: part, m: m, fs: m.fs, log: l}
+	p := &Partition{Topic: topic, Index: part, m: m, fs: m.fs}
+	p.logp.Store(l)
 	p.settings.Store(&s)
 	p.mu.Lock() // not shared yet; held for the *Locked helpers' contract
 	err = p.rebuildProducersLocked()
@@ -236,6 +242,7 @@ func (m *Manager) Remove(topic string, part int32) error {
 		return nil
 	}
 	p.resign()
+	m.stopMove(topic, part)
 	m.hws.Lock()
 	delete(m.hws.loaded, storage.TopicPartition{Topic: topic, Partition: part})
 	m.hws.Unlock()
@@ -274,6 +281,7 @@ func (m *Manager) Partitions() []*Partition {
 // Close snapshots producer state and closes the logs (which writes the checkpoints and the
 // clean-shutdown marker).
 func (m *Manager) Close() error {
+	m.stopMoves()
 	errs := snapshotAll(m.Partitions())
 	if len(errs) > 0 {
 		// Without the snapshots the next start replays the log: still correct, so the logs
@@ -326,7 +334,7 @@ func snapshotAll(ps []*Partition) []error {
 // transaction index lost (a crash, a truncation) are added again. The caller publishes the last stable offset. Holding
 // p.mu (or p not yet published).
 func (p *Partition) rebuildProducersLocked() error {
-	l := p.log
+	l := p.Log()
 	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogStartOffset(), l.LogEndOffset())
 	if err != nil {
 		return err

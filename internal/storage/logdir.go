@@ -63,6 +63,7 @@ func (id DirID) reserved() bool {
 //	<dir>/log-start-offset-checkpoint        the log start offsets of this dir's partitions
 //	<dir>/<topic>-<partition>/               one Log each
 //	<dir>/<topic>-<partition>.<id>-delete/   a partition being deleted (finished at open)
+//	<dir>/<topic>-<partition>.<id>-future/   a partition being moved here (future.go; removed at open)
 //
 // Every dir keeps its own checkpoints and clean-shutdown marker, as Kafka's LogManager does,
 // so a dir holds all it needs to be read on its own.
@@ -129,9 +130,10 @@ func openLogDir(fs FS, path string, logger *slog.Logger) (*logDir, []TopicPartit
 			continue
 		}
 		name := e.Name()
-		if strings.HasSuffix(name, "-delete") {
+		if strings.HasSuffix(name, "-delete") || isFutureDir(name) {
+			// A deletion, or a move to this dir, that a stop interrupted.
 			p := filepath.Join(path, name)
-			logger.Info("finishing deletion of partition directory", "path", p)
+			logger.Info("removing a deleted partition directory or an unfinished move's copy", "path", p)
 			if err := fs.RemoveAll(p); err != nil {
 				return nil, nil, err
 			}

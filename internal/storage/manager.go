@@ -44,6 +44,8 @@ type Manager struct {
 		// or created since, not deleted.
 		where    map[TopicPartition]*logDir
 		creating map[TopicPartition]bool // in where while their creation is in progress
+		future    map[TopicPartition]*futureLog // moves to another dir in progress (future.go)
+		preferred map[TopicPartition]*logDir    // where partitions not created yet are to go (SetPreferredDir)
 		closed   bool
 	}
 
@@ -78,6 +80,8 @@ func OpenDirs(fs FS, paths []string, logger *slog.Logger) (*Manager, error) {
 	m.mu.opening = make(map[TopicPartition]chan struct{})
 	m.mu.where = make(map[TopicPartition]*logDir)
 	m.mu.creating = make(map[TopicPartition]bool)
+	m.mu.future = make(map[TopicPartition]*futureLog)
+	m.mu.preferred = make(map[TopicPartition]*logDir)
 	seen := map[string]bool{}
 	for _, p := range paths {
 		p = filepath.Clean(p)
@@ -265,6 +269,10 @@ func (m *Manager) FormattedDir() string {
 	return m.dirs[0].path
 }
 
+// offlineLocked reports whether the dir has failed. (Every dir is online for now: a failed
+// write takes its log offline, and the broker stops.)
+func (m *Manager) offlineLocked(*logDir) bool { return false }
+
 // placeLocked picks the dir of a new partition: the one with the fewest partitions (those
 // being created included), the first in log.dirs order among equals (Kafka's
 // LogManager.nextLogDirs).
@@ -314,7 +322,11 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 		m.mu.opening[tp] = done
 		d, existed := m.mu.where[tp], true
 		if d == nil {
-			d, existed = m.placeLocked(), false
+			d, existed = m.mu.preferred[tp], false
+			if d == nil {
+				d = m.placeLocked()
+			}
+			delete(m.mu.preferred, tp)
 			m.mu.where[tp] = d
 			m.mu.creating[tp] = true
 		}
@@ -417,9 +429,9 @@ func (m *Manager) Delete(topic string, partition int32) error {
 		m.mu.Lock()
 	}
 	defer m.mu.Unlock()
-	var err error
+	err := m.dropFutureLocked(tp)
 	if l := m.mu.logs[tp]; l != nil {
-		err = l.Close()
+		err = errors.Join(err, l.Close())
 		delete(m.mu.logs, tp)
 	}
 	d := m.mu.where[tp]
@@ -538,12 +550,19 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.mu.closed = true
+	var errs []error
+	for tp := range m.mu.future {
+		// A move not finished: the next open removes the copy (and the move is asked again).
+		if err := m.mu.future[tp].log.Close(); err != nil && !errors.Is(err, ErrLogOffline) {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.future = nil
 	failed := map[*logDir][]error{}
 	for tp, err := range closeLogs(m.mu.logs) {
 		d := m.mu.where[tp]
 		failed[d] = append(failed[d], err)
 	}
-	var errs []error
 	if err := m.checkpointLocked(); err != nil {
 		errs = append(errs, err)
 	}
@@ -668,9 +687,17 @@ func (m *Manager) FlushDue(nowMs int64) error {
 
 // DirUsage is one log dir as DescribeLogDirs reports it.
 type DirUsage struct {
-	Path  string
-	ID    DirID
-	Sizes map[TopicPartition]int64 // every partition in the dir, by its size in bytes
+	Path   string
+	ID     DirID
+	Sizes  map[TopicPartition]int64       // every partition in the dir, by its size in bytes
+	Future map[TopicPartition]FutureUsage // the partitions being moved into the dir
+}
+
+// FutureUsage is a future log (a partition being moved into a dir): its size and how many
+// offsets it is behind the current log.
+type FutureUsage struct {
+	Size int64
+	Lag  int64
 }
 
 // Usage reports every log dir in log.dirs order with the size in bytes of each partition in
@@ -681,8 +708,15 @@ func (m *Manager) Usage() []DirUsage {
 	out := make([]DirUsage, len(m.dirs))
 	idx := make(map[*logDir]int, len(m.dirs))
 	for i, d := range m.dirs {
-		out[i] = DirUsage{Path: d.path, ID: d.meta.dirID, Sizes: map[TopicPartition]int64{}}
+		out[i] = DirUsage{Path: d.path, ID: d.meta.dirID, Sizes: map[TopicPartition]int64{}, Future: map[TopicPartition]FutureUsage{}}
 		idx[d] = i
+	}
+	for tp, f := range m.mu.future {
+		lag := int64(0)
+		if cur := m.mu.logs[tp]; cur != nil {
+			lag = max(cur.LogEndOffset()-f.log.LogEndOffset(), 0)
+		}
+		out[idx[f.dir]].Future[tp] = FutureUsage{Size: f.log.Size(), Lag: lag}
 	}
 	for tp, d := range m.mu.where {
 		if !m.existsLocked(tp) {
