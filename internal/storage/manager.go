@@ -42,11 +42,11 @@ type Manager struct {
 		opening map[TopicPartition]chan struct{} // logs being opened outside mu; closed when done
 		// where is the dir of every partition with a directory: found at open, being created
 		// or created since, not deleted.
-		where    map[TopicPartition]*logDir
-		creating map[TopicPartition]bool // in where while their creation is in progress
+		where     map[TopicPartition]*logDir
+		creating  map[TopicPartition]bool       // in where while their creation is in progress
 		future    map[TopicPartition]*futureLog // moves to another dir in progress (future.go)
 		preferred map[TopicPartition]*logDir    // where partitions not created yet are to go (SetPreferredDir)
-		closed   bool
+		closed    bool
 	}
 
 	// Now is the clock handed to the logs; time.Now when nil. Set it before opening logs.
