@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
@@ -53,10 +52,8 @@ func handleAlterReplicaLogDirs(h *Handler, _ context.Context, c *Conn, r kmsg.Re
 	for _, k := range order {
 		err := denied
 		if err == nil {
-			err = h.alterReplicaLogDir(k.topic, k.part, dest[k], func() bool {
-				t := im.Topic(k.topic)
-				return t != nil && k.part >= 0 && k.part < t.Partitions
-			})
+			t := im.Topic(k.topic)
+			err = h.alterReplicaLogDir(k.topic, k.part, dest[k], t != nil && k.part >= 0 && k.part < t.Partitions)
 		}
 		if err != nil && !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			h.Log.Info("alter replica log dir refused", "topic", k.topic, "partition", k.part, "dir", dest[k], "err", err)
@@ -78,13 +75,12 @@ func handleAlterReplicaLogDirs(h *Handler, _ context.Context, c *Conn, r kmsg.Re
 }
 
 // alterReplicaLogDir starts one move; exists says whether the partition is in the metadata.
-func (h *Handler) alterReplicaLogDir(topic string, part int32, dir string, exists func() bool) error {
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("%w: %q is not an absolute path", storage.ErrLogDirNotFound, dir)
+func (h *Handler) alterReplicaLogDir(topic string, part int32, dir string, exists bool) error {
+	if !filepath.IsAbs(dir) || !h.Logs.HasDir(dir) {
+		return fmt.Errorf("%w: %q", storage.ErrLogDirNotFound, dir)
 	}
-	err := h.Replicas.AlterLogDir(topic, part, dir)
-	if errors.Is(err, replica.ErrNotLeaderOrFollower) && !exists() {
+	if !exists {
 		return fmt.Errorf("%w: %s-%d", errUnknownPartition, topic, part)
 	}
-	return err
+	return h.Replicas.AlterLogDir(topic, part, dir)
 }

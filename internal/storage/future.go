@@ -46,6 +46,9 @@ func (m *Manager) logDirOf(path string) *logDir {
 	return nil
 }
 
+// HasDir reports whether path names one of the log dirs.
+func (m *Manager) HasDir(path string) bool { return m.logDirOf(path) != nil }
+
 // CreateFuture makes the partition's future log in the log dir dest, starting at the current
 // log's start offset, and returns it; an existing future log in dest is returned as it is
 // (created false). A future log in another dir is removed first. dest being the dir the
