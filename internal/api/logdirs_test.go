@@ -479,3 +479,51 @@ type atomicInt struct{ v atomic.Int64 }
 
 func (a *atomicInt) set(n int) { a.v.Store(int64(n)) }
 func (a *atomicInt) get() int  { return int(a.v.Load()) }
+
+// A move a stop interrupts resumes after the restart: the future replica is found in the
+// destination, shown by DescribeLogDirs again, and completes.
+func TestAlterReplicaLogDirsResumesAfterRestart(t *testing.T) {
+	dirs, set := threeDirs(t)
+	const throttle = "replica.alter.log.dirs.io.max.bytes.per.second"
+	b := testutil.StartBroker(t, set, throttle+"=65536")
+	createTopic(t, b.Addr(), "rs", 1, nil)
+	cl := newClient(t, b.Addr(), uncompressed, kgo.ProducerBatchMaxBytes(16<<10))
+	const n = 3000 // about 650 KiB: 10 s at the throttle
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: "rs", Value: value(i)})
+	}
+	produceSync(t, cl, rs...)
+	from := dirOf(t, dirs, "rs-0")
+	dest := dirs[(slices.Index(dirs, from)+2)%3]
+	var req kadm.AlterReplicaLogDirsReq
+	req.Add(dest, kadm.TopicsSet{"rs": {0: {}}})
+	if _, err := newAdmin(t, b.Addr()).AlterBrokerReplicaLogDirs(ctxT(t), 1, req); err != nil {
+		t.Fatal(err)
+	}
+	if fs := futureDirs(t, dest); len(fs) != 1 {
+		t.Fatalf("future replica directories in %s: %v", dest, fs)
+	}
+
+	b = b.Restart()
+	adm := newAdmin(t, b.Addr())
+	ds, err := adm.DescribeBrokerLogDirs(ctxT(t), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := ds.Lookup(dest, "rs", 0); !ok || !p.IsFuture {
+		t.Fatalf("after restart, the future replica in %s: %+v %v", dest, p, ok)
+	}
+	unlimited := "9223372036854775807"
+	if _, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{{Name: throttle, Value: &unlimited}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the resumed move to finish", func() bool {
+		return len(futureDirs(t, dest)) == 0 && slices.Contains(partitionsIn(t, dest, "rs"), "rs-0") &&
+			!slices.Contains(partitionsIn(t, from, "rs"), "rs-0")
+	})
+	if got := dirOf(t, dirs, "rs-0"); got != dest {
+		t.Fatalf("rs-0 is in %s, want %s", got, dest)
+	}
+	checkAll(t, b.Addr(), "rs", n)
+}

@@ -221,12 +221,19 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 		return nil, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if q := m.mu.parts[k]; q != nil {
+		m.mu.Unlock()
 		return q, nil
 	}
 	m.mu.parts[k] = p
 	m.publishLocked(topic, part, p)
+	m.mu.Unlock()
+	if dest := m.logs.PendingFuture(topic, part); dest != "" {
+		// A move to another log dir that a stop interrupted goes on (movedir.go).
+		if err := m.AlterLogDir(topic, part, dest); err != nil {
+			m.log.Warn("resuming the move of a replica to another log dir failed", "topic", topic, "partition", part, "dest", dest, "err", err)
+		}
+	}
 	return p, nil
 }
 

@@ -21,7 +21,8 @@ import (
 // state stays in memory and is snapshotted into the new directory.
 //
 // A mover stops when its move is replaced (another destination), the partition is removed,
-// the copy fails (the move is dropped and logged) or the manager closes.
+// the copy fails (the move is dropped and logged) or the manager closes; a move a stop
+// interrupted resumes when the partition is opened again (Manager.Open).
 
 // moveChunk is the most bytes one copy round reads.
 const moveChunk = 1 << 20
@@ -187,10 +188,17 @@ func (m *Manager) stopMove(topic string, part int32) {
 // and swaps. It returns nil when the move is done or given up (ctx cancelled, the future log
 // replaced).
 func (m *Manager) runMove(ctx context.Context, p *Partition, fl *storage.Log) error {
+	// A resumed copy keeps what it holds below the high watermark (records there are never
+	// truncated); above it the current log may have changed while the copy waited.
 	since := p.Log().Truncations()
-	if fl.LogEndOffset() != p.Log().LogStartOffset() {
+	if hw := p.HighWatermark(); fl.LogEndOffset() > hw {
 		var err error
-		if since, err = storage.RestartCopy(fl, p.Log()); err != nil {
+		if hw < fl.LogStartOffset() {
+			since, err = storage.RestartCopy(fl, p.Log())
+		} else {
+			err = fl.TruncateTo(hw)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -18,7 +18,9 @@ import (
 //
 // A crash between the two renames leaves the partition in both dirs, which the next start
 // refuses (ErrDuplicateLog), as Kafka does: the operator removes one. A future directory left
-// by a crash before the swap is removed at open: the move starts again when asked again.
+// by a stop before the swap is found at open (pending: log nil) and the move resumes when the
+// replica layer opens the partition (PendingFuture, then CreateFuture opens it, recovering it
+// as after an unclean stop).
 
 // ErrLogDirNotFound: a directory that is not one of log.dirs. LOG_DIR_NOT_FOUND.
 var ErrLogDirNotFound = errors.New("storage: not a log dir of this broker")
@@ -29,10 +31,33 @@ var ErrNoPartition = errors.New("storage: partition not on this broker")
 
 const futureSuffix = "-future"
 
-// futureLog is a partition's copy in progress in another dir. Guarded by Manager.mu.
+// futureLog is a partition's copy in progress in another dir, at path; log is nil while it is
+// pending (found at open, not opened yet). Guarded by Manager.mu.
 type futureLog struct {
-	dir *logDir
-	log *Log
+	dir  *logDir
+	path string
+	log  *Log
+}
+
+// parseFutureDir parses a future log's directory name, <topic>-<partition>.<id>-future.
+func parseFutureDir(name string) (TopicPartition, bool) {
+	base, ok := strings.CutSuffix(name, futureSuffix)
+	i := strings.LastIndexByte(base, '.')
+	if !ok || i <= 0 {
+		return TopicPartition{}, false
+	}
+	return ParsePartitionDir(base[:i])
+}
+
+// PendingFuture is the dir of the partition's move that a stop interrupted (found at open,
+// not resumed yet), "" when there is none. The replica layer resumes it with CreateFuture.
+func (m *Manager) PendingFuture(topic string, partition int32) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.mu.future[TopicPartition{topic, partition}]; f != nil && f.log == nil {
+		return f.dir.path
+	}
+	return ""
 }
 
 // logDirOf finds the log dir named path, or nil.
@@ -69,8 +94,21 @@ func (m *Manager) CreateFuture(topic string, partition int32, dest string) (l *L
 		return nil, false, fmt.Errorf("%w: %s", ErrLogOffline, tp)
 	}
 	if f := m.mu.future[tp]; f != nil {
-		if f.dir == d {
+		if f.dir == d && f.log != nil {
 			return f.log, false, nil
+		}
+		if f.dir == d { // pending since the open: recover it and resume
+			opt := OpenOptions{Now: m.Now, Logger: m.logger, Files: m.files}
+			if on := m.OnLogOffline; on != nil {
+				opt.OnOffline = func(err error) { on(f.path, err) }
+			}
+			fl, err := Open(m.fs, f.path, cur.Config(), opt)
+			if err != nil {
+				return nil, false, errors.Join(err, m.dropFutureLocked(tp))
+			}
+			f.log = fl
+			m.logger.Info("resuming the move of a partition to another log dir", "partition", tp.String(), "to", d.path, "from_offset", fl.LogEndOffset())
+			return fl, true, nil
 		}
 		if err := m.dropFutureLocked(tp); err != nil {
 			return nil, false, err
@@ -98,7 +136,7 @@ func (m *Manager) CreateFuture(topic string, partition int32, dest string) (l *L
 	if err := errors.Join(fl.TruncateFullyAndStartAt(cur.LogStartOffset()), m.fs.SyncDir(d.path)); err != nil {
 		return nil, false, errors.Join(err, fl.Close(), m.fs.RemoveAll(path))
 	}
-	m.mu.future[tp] = &futureLog{dir: d, log: fl}
+	m.mu.future[tp] = &futureLog{dir: d, path: path, log: fl}
 	m.logger.Info("moving partition to another log dir", "partition", tp.String(), "from", m.mu.where[tp].path, "to", d.path)
 	return fl, true, nil
 }
@@ -127,7 +165,7 @@ func (m *Manager) SetPreferredDir(topic string, partition int32, dest string) er
 func (m *Manager) Future(topic string, partition int32) (*Log, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f := m.mu.future[TopicPartition{topic, partition}]; f != nil {
+	if f := m.mu.future[TopicPartition{topic, partition}]; f != nil && f.log != nil {
 		return f.log, f.dir.path
 	}
 	return nil, ""
@@ -146,7 +184,11 @@ func (m *Manager) dropFutureLocked(tp TopicPartition) error {
 		return nil
 	}
 	delete(m.mu.future, tp)
-	return errors.Join(f.log.Close(), m.fs.RemoveAll(f.log.Dir()))
+	var err error
+	if f.log != nil {
+		err = f.log.Close()
+	}
+	return errors.Join(err, m.fs.RemoveAll(f.path))
 }
 
 // SwapFuture makes the partition's future log its log: the future log is closed, its
@@ -163,7 +205,7 @@ func (m *Manager) SwapFuture(topic string, partition int32, extra []string) (*Lo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f, cur := m.mu.future[tp], m.mu.logs[tp]
-	if f == nil || cur == nil {
+	if f == nil || f.log == nil || cur == nil {
 		return nil, fmt.Errorf("%w: %s has no move in progress", ErrNoPartition, tp)
 	}
 	if f.log.LogEndOffset() != cur.LogEndOffset() {
@@ -259,8 +301,6 @@ func copyFile(fs FS, src, dir string) error {
 	return WriteFileAtomic(fs, dir, filepath.Base(src), data)
 }
 
-// isFutureDir reports a future log's directory name, <topic>-<partition>.<id>-future.
-func isFutureDir(name string) bool { return strings.HasSuffix(name, futureSuffix) }
 
 // CopyBatches copies into dst the batches of src from dst's log end offset on, up to about
 // maxBytes (at least one batch), with their offsets, and the transaction index entries of the

@@ -63,7 +63,7 @@ func (id DirID) reserved() bool {
 //	<dir>/log-start-offset-checkpoint        the log start offsets of this dir's partitions
 //	<dir>/<topic>-<partition>/               one Log each
 //	<dir>/<topic>-<partition>.<id>-delete/   a partition being deleted (finished at open)
-//	<dir>/<topic>-<partition>.<id>-future/   a partition being moved here (future.go; removed at open)
+//	<dir>/<topic>-<partition>.<id>-future/   a partition being moved here (future.go)
 //
 // Every dir keeps its own checkpoints and clean-shutdown marker, as Kafka's LogManager does,
 // so a dir holds all it needs to be read on its own.
@@ -81,15 +81,16 @@ type logDir struct {
 
 // openLogDir opens (creating if needed) one log dir: it reads meta.properties, notes and
 // removes the clean-shutdown marker, reads the checkpoints, finishes interrupted deletions and
-// returns the partitions found in it.
-func openLogDir(fs FS, path string, logger *slog.Logger) (*logDir, []TopicPartition, error) {
+// returns the partitions found in it and the future logs (moves into it a stop interrupted)
+// by partition and directory name.
+func openLogDir(fs FS, path string, logger *slog.Logger) (*logDir, []TopicPartition, map[string]TopicPartition, error) {
 	d := &logDir{path: path}
 	if err := fs.MkdirAll(path, 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	mp, ok, err := readMetaProperties(fs, path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d.meta, d.formatted = mp, ok
 	if !ok {
@@ -100,13 +101,13 @@ func openLogDir(fs FS, path string, logger *slog.Logger) (*logDir, []TopicPartit
 	if _, err := fs.Stat(marker); err == nil {
 		d.clean = true
 		if err := fs.Remove(marker); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := fs.SyncDir(path); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	d.recoveryPoints, err = ReadCheckpoint(fs, filepath.Join(path, RecoveryPointCheckpointFile))
@@ -122,20 +123,24 @@ func openLogDir(fs FS, path string, logger *slog.Logger) (*logDir, []TopicPartit
 
 	ents, err := fs.ReadDir(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var found []TopicPartition
+	futures := map[string]TopicPartition{}
 	for _, e := range ents {
 		if !e.IsDir() {
 			continue
 		}
 		name := e.Name()
-		if strings.HasSuffix(name, "-delete") || isFutureDir(name) {
-			// A deletion, or a move to this dir, that a stop interrupted.
+		if tp, ok := parseFutureDir(name); ok {
+			futures[name] = tp
+			continue
+		}
+		if strings.HasSuffix(name, "-delete") {
 			p := filepath.Join(path, name)
-			logger.Info("removing a deleted partition directory or an unfinished move's copy", "path", p)
+			logger.Info("finishing deletion of partition directory", "path", p)
 			if err := fs.RemoveAll(p); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			continue
 		}
@@ -150,7 +155,7 @@ func openLogDir(fs FS, path string, logger *slog.Logger) (*logDir, []TopicPartit
 	case ok:
 		logger.Warn("no clean shutdown marker: recovering every log past its recovery point")
 	}
-	return d, found, nil
+	return d, found, futures, nil
 }
 
 func (d *logDir) partitionDir(tp TopicPartition) string { return filepath.Join(d.path, tp.String()) }

@@ -83,15 +83,21 @@ func OpenDirs(fs FS, paths []string, logger *slog.Logger) (*Manager, error) {
 	m.mu.future = make(map[TopicPartition]*futureLog)
 	m.mu.preferred = make(map[TopicPartition]*logDir)
 	seen := map[string]bool{}
+	var pending []*futureLog
+	var pendingTPs []TopicPartition
 	for _, p := range paths {
 		p = filepath.Clean(p)
 		if seen[p] {
 			return nil, fmt.Errorf("storage: log dir %s listed twice", p)
 		}
 		seen[p] = true
-		d, found, err := openLogDir(fs, p, logger.With("log_dir", p))
+		d, found, futures, err := openLogDir(fs, p, logger.With("log_dir", p))
 		if err != nil {
 			return nil, err
+		}
+		for name, tp := range futures {
+			pending = append(pending, &futureLog{dir: d, path: filepath.Join(p, name)})
+			pendingTPs = append(pendingTPs, tp)
 		}
 		for _, tp := range found {
 			if other := m.mu.where[tp]; other != nil {
@@ -104,6 +110,19 @@ func OpenDirs(fs FS, paths []string, logger *slog.Logger) (*Manager, error) {
 	}
 	if err := m.checkMetaLocked(); err != nil {
 		return nil, err
+	}
+	// A future log is kept for its move to resume if its partition is in another dir;
+	// otherwise (the partition gone, or a second copy) it is removed.
+	for i, f := range pending {
+		tp := pendingTPs[i]
+		if cur := m.mu.where[tp]; cur == nil || cur == f.dir || m.mu.future[tp] != nil {
+			m.logger.Warn("removing a future log without a move to resume", "path", f.path)
+			if err := fs.RemoveAll(f.path); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		m.mu.future[tp] = f
 	}
 	m.logger.Info("opened log dirs", "dirs", len(m.dirs), "partitions", len(m.mu.where), "segment_file_budget", m.files.Budget())
 	return m, nil
@@ -551,9 +570,12 @@ func (m *Manager) Close() error {
 	}
 	m.mu.closed = true
 	var errs []error
-	for tp := range m.mu.future {
-		// A move not finished: the next open removes the copy (and the move is asked again).
-		if err := m.mu.future[tp].log.Close(); err != nil && !errors.Is(err, ErrLogOffline) {
+	for _, f := range m.mu.future {
+		// A move not finished: it resumes after the next open.
+		if f.log == nil {
+			continue
+		}
+		if err := f.log.Close(); err != nil && !errors.Is(err, ErrLogOffline) {
 			errs = append(errs, err)
 		}
 	}
@@ -712,6 +734,9 @@ func (m *Manager) Usage() []DirUsage {
 		idx[d] = i
 	}
 	for tp, f := range m.mu.future {
+		if f.log == nil {
+			continue // pending: shown once resumed
+		}
 		lag := int64(0)
 		if cur := m.mu.logs[tp]; cur != nil {
 			lag = max(cur.LogEndOffset()-f.log.LogEndOffset(), 0)
