@@ -301,7 +301,6 @@ func copyFile(fs FS, src, dir string) error {
 	return WriteFileAtomic(fs, dir, filepath.Base(src), data)
 }
 
-
 // CopyBatches copies into dst the batches of src from dst's log end offset on, up to about
 // maxBytes (at least one batch), with their offsets, and the transaction index entries of the
 // aborted transactions whose markers it copied. It returns the bytes copied (0: dst has caught
