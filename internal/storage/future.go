@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gregor-project/gregor/internal/batch"
 )
 
 // Moving a partition to another log dir (AlterReplicaLogDirs), as Kafka moves it: a future
@@ -223,6 +225,7 @@ func (m *Manager) SwapFuture(topic string, partition int32, extra []string) (*Lo
 		}
 	}
 	cfg := cur.Config() // a Reconfigure during the move reached only the current log
+	lso := f.log.LogStartOffset() // kept across the reopen, which would otherwise start at the first segment
 	futurePath := f.log.Dir()
 	if err := f.log.Close(); err != nil {
 		return nil, err
@@ -236,7 +239,7 @@ func (m *Manager) SwapFuture(topic string, partition int32, extra []string) (*Lo
 		return nil, err
 	}
 	old := m.mu.where[tp]
-	opt := OpenOptions{Clean: true, Now: m.Now, Logger: m.logger, Files: m.files}
+	opt := OpenOptions{Clean: true, LogStartOffset: lso, Now: m.Now, Logger: m.logger, Files: m.files}
 	if on := m.OnLogOffline; on != nil {
 		opt.OnOffline = func(err error) { on(final, err) }
 	}
@@ -336,6 +339,19 @@ func CopyBatches(dst, src *Log, maxBytes int32, since uint64) (int, error) {
 	s.Release()
 	if err != nil {
 		return 0, err
+	}
+	if h, err := batch.ParseHeader(buf); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrCorruptLog, err)
+	} else if h.BaseOffset < from {
+		// The log start offset is inside the first batch (DeleteRecords, or a follower that
+		// started there): an empty dst starts at the batch, as Kafka's future replica does,
+		// and SwapFuture moves its start to the current one.
+		if dst.LogEndOffset() != dst.LogStartOffset() {
+			return 0, errSrcTruncated
+		}
+		if err := dst.TruncateFullyAndStartAt(h.BaseOffset); err != nil {
+			return 0, err
+		}
 	}
 	info, err := dst.Append(buf, AppendOptions{})
 	if err != nil {
