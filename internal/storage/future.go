@@ -224,7 +224,7 @@ func (m *Manager) SwapFuture(topic string, partition int32, extra []string) (*Lo
 			return nil, err
 		}
 	}
-	cfg := cur.Config() // a Reconfigure during the move reached only the current log
+	cfg := cur.Config()           // a Reconfigure during the move reached only the current log
 	lso := f.log.LogStartOffset() // kept across the reopen, which would otherwise start at the first segment
 	futurePath := f.log.Dir()
 	if err := f.log.Close(); err != nil {
