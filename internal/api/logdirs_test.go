@@ -527,3 +527,34 @@ func TestAlterReplicaLogDirsResumesAfterRestart(t *testing.T) {
 	}
 	checkAll(t, b.Addr(), "rs", n)
 }
+
+// The controller's metadata log goes to metadata.log.dir, formatted like a log dir, and no
+// partition is placed there.
+func TestMetadataLogDir(t *testing.T) {
+	dirs, set := threeDirs(t)
+	meta := filepath.Join(filepath.Dir(dirs[0]), "meta")
+	b := testutil.StartBroker(t, set, "metadata.log.dir="+meta)
+	createTopic(t, b.Addr(), "md", 3, nil)
+	if _, err := os.Stat(filepath.Join(meta, "__cluster_metadata-0")); err != nil {
+		t.Fatalf("metadata log not in metadata.log.dir: %v", err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "__cluster_metadata-0")); !os.IsNotExist(err) {
+			t.Fatalf("%s holds a metadata log: %v", d, err)
+		}
+		if len(partitionsIn(t, d, "md")) != 1 {
+			t.Fatalf("%s holds %v", d, partitionsIn(t, d, "md"))
+		}
+	}
+	if mp := metaProps(t, meta); mp["cluster.id"] != metaProps(t, dirs[0])["cluster.id"] || mp["directory.id"] == "" || mp["node.id"] != "1" {
+		t.Fatalf("metadata.log.dir's meta.properties: %v", mp)
+	}
+	if len(partitionsIn(t, meta, "md")) != 0 {
+		t.Fatal("a partition was placed in metadata.log.dir")
+	}
+	b = b.Restart() // the metadata log is found there again: the topic is still known
+	produceSync(t, newClient(t, b.Addr()), &kgo.Record{Topic: "md", Value: value(0)})
+	if recs := consumeN(t, b.Addr(), "md", 1); recordIndex(t, recs[0].Value) != 0 {
+		t.Fatalf("read back %q", recs[0].Value)
+	}
+}

@@ -176,6 +176,9 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		logs.OnLogOffline = func(partDir string, err error) { on(filepath.Dir(partDir), err) }
 	}
 	clusterID, err := format(logs, cfg, log)
+	if err == nil && cfg.MetadataLogDir != "" && !logs.HasDir(cfg.MetadataLogDir) {
+		err = storage.FormatMetadataDir(fs, filepath.Clean(cfg.MetadataLogDir), clusterID, cfg.NodeID)
+	}
 	if err != nil {
 		logs.Close()
 		return nil, err

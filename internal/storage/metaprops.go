@@ -107,3 +107,29 @@ func writeMetaProperties(fs FS, dir string, mp metaProperties) error {
 	fmt.Fprintf(&b, "node.id=%d\nversion=1\n", mp.nodeID)
 	return WriteFileAtomic(fs, dir, MetaPropertiesFile, b.Bytes())
 }
+
+// FormatMetadataDir checks or writes meta.properties in dir, a metadata.log.dir outside
+// log.dirs (which Kafka formats like a log dir): a formatted dir must name clusterID and
+// nodeID (ErrMetaMismatch); an unformatted one, or one without a directory.id, is written
+// with a new directory id.
+func FormatMetadataDir(fs FS, dir, clusterID string, nodeID int32) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	mp, ok, err := readMetaProperties(fs, dir)
+	if err != nil {
+		return err
+	}
+	if ok && (mp.clusterID != clusterID || mp.nodeID != nodeID) {
+		return fmt.Errorf("%w: %s has cluster.id %q node.id %d, expected %q %d", ErrMetaMismatch,
+			dir, mp.clusterID, mp.nodeID, clusterID, nodeID)
+	}
+	if ok && !mp.dirID.IsZero() {
+		return nil
+	}
+	id, err := NewDirID()
+	if err != nil {
+		return err
+	}
+	return writeMetaProperties(fs, dir, metaProperties{version: 1, clusterID: clusterID, nodeID: nodeID, dirID: id})
+}
