@@ -133,13 +133,14 @@ type Options struct {
 	// background.
 	Ctx context.Context
 	// OnLogDirFailure, if set, is called when a write, fsync, truncation or segment deletion
-	// of a partition's log fails: the log goes offline, and with it the broker's log dir
-	// (its only one) is failed, as Kafka's LogDirFailureChannel reports it. It gets the
-	// log dir and the error, and is called holding that log's locks. `gregor server` halts
-	// the process in it (exit status 1), as Kafka's LogManager does once all its log dirs
-	// have failed: a running broker with an offline partition would stay its leader or an
-	// out-of-sync follower until restarted. nil keeps the broker running with the
-	// partition offline (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
+	// of a partition's log (or of a replica being moved between log dirs) fails: the log
+	// goes offline, and its log dir is failed, as Kafka's LogDirFailureChannel reports it.
+	// It gets the log dir holding the partition and the error, and is called holding that
+	// log's locks. `gregor server` halts the process in it (exit status 1): the controller
+	// is not told of one failed dir among several (KIP-858's offline log dirs), so a running
+	// broker with an offline partition would stay its leader or an out-of-sync follower
+	// until restarted. nil keeps the broker running with the partition offline
+	// (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
 	OnLogDirFailure func(dir string, err error)
 }
 
