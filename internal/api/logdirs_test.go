@@ -558,3 +558,76 @@ func TestMetadataLogDir(t *testing.T) {
 		t.Fatalf("read back %q", recs[0].Value)
 	}
 }
+
+// A move is replaced by a move elsewhere, given up by naming the replica's own dir, and ends
+// with its topic's deletion, leaving no copy behind each time.
+func TestAlterReplicaLogDirsRedirectCancelDelete(t *testing.T) {
+	dirs, set := threeDirs(t)
+	const throttle = "replica.alter.log.dirs.io.max.bytes.per.second"
+	b := testutil.StartBroker(t, set, throttle+"=16384")
+	createTopic(t, b.Addr(), "rd", 1, nil)
+	cl := newClient(t, b.Addr(), uncompressed, kgo.ProducerBatchMaxBytes(16<<10))
+	const n = 2000
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: "rd", Value: value(i)})
+	}
+	produceSync(t, cl, rs...)
+	adm := newAdmin(t, b.Addr())
+	move := func(dir string) {
+		t.Helper()
+		var req kadm.AlterReplicaLogDirsReq
+		req.Add(dir, kadm.TopicsSet{"rd": {0: {}}})
+		resps, err := adm.AlterBrokerReplicaLogDirs(ctxT(t), 1, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resps.Each(func(r kadm.AlterReplicaLogDirsResponse) {
+			if r.Err != nil {
+				t.Fatalf("alter to %s: %v", dir, r.Err)
+			}
+		})
+	}
+	futures := func() map[string]int {
+		out := map[string]int{}
+		for _, d := range dirs {
+			if fs := futureDirs(t, d); len(fs) > 0 {
+				out[d] = len(fs)
+			}
+		}
+		return out
+	}
+	from := dirOf(t, dirs, "rd-0")
+	i := slices.Index(dirs, from)
+	first, second := dirs[(i+1)%3], dirs[(i+2)%3]
+
+	move(first)
+	if f := futures(); !maps.Equal(f, map[string]int{first: 1}) {
+		t.Fatalf("future replicas after a move to %s: %v", first, f)
+	}
+	move(second) // elsewhere: the first copy goes
+	if f := futures(); !maps.Equal(f, map[string]int{second: 1}) {
+		t.Fatalf("future replicas after redirecting to %s: %v", second, f)
+	}
+	move(from) // its own dir: the move is given up
+	if f := futures(); len(f) != 0 {
+		t.Fatalf("future replicas after moving back to %s: %v", from, f)
+	}
+	if dirOf(t, dirs, "rd-0") != from {
+		t.Fatal("the replica moved")
+	}
+	checkAll(t, b.Addr(), "rd", n)
+
+	move(first)
+	if r, err := adm.DeleteTopic(ctxT(t), "rd"); err != nil || r.Err != nil {
+		t.Fatal(err, r.Err)
+	}
+	waitFor(t, 30*time.Second, "the deleted topic's replica and copy to go", func() bool {
+		for _, d := range dirs {
+			if len(partitionsIn(t, d, "rd")) > 0 {
+				return false
+			}
+		}
+		return len(futures()) == 0
+	})
+}
