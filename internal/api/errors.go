@@ -2,15 +2,19 @@ package api
 
 import (
 	"errors"
+	"io/fs"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/fetchsession"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/storage"
+	"github.com/gregor-project/gregor/internal/wire"
 )
 
 // Errors raised inside the api layer itself.
@@ -51,6 +55,13 @@ func code(err error) int16 {
 		return kerr.InvalidFetchSessionEpoch.Code
 	case errors.Is(err, fetchsession.ErrTopicIDMismatch):
 		return kerr.FetchSessionTopicIDError.Code
+	case errors.Is(err, storage.ErrLogOffline):
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, storage.ErrCorruptLog), errors.Is(err, storage.ErrInvalidBatch):
+		// Checked before the batch errors a corrupt segment wraps: the stored batch is
+		// corrupt, whatever its parser found (Kafka's CorruptRecordException, read from a
+		// segment, is CORRUPT_MESSAGE), not the client's records.
+		return kerr.CorruptMessage.Code
 	case errors.Is(err, batch.ErrBadCRC), errors.Is(err, batch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, batch.ErrUnknownCodec):
@@ -108,10 +119,11 @@ func code(err error) int16 {
 		return kerr.UnknownLeaderEpoch.Code
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, storage.ErrLogOffline):
-		return kerr.KafkaStorageError.Code
 	case errors.Is(err, storage.ErrLogDirNotFound):
 		return kerr.LogDirNotFound.Code
+	case errors.Is(err, storage.ErrNoPartition):
+		// No replica on this broker (AlterReplicaLogDirs of a partition placed elsewhere).
+		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, storage.ErrTooManyOpenFiles):
 		// The broker is at its descriptor budget with every file in use: nothing failed and
 		// the partition stays online; clients retry KAFKA_STORAGE_ERROR.
@@ -119,8 +131,27 @@ func code(err error) int16 {
 	case errors.Is(err, storage.ErrLogClosed):
 		// The partition was deleted or the broker is stopping under this request: retriable.
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, storage.ErrInjected), isIOError(err):
+		// An I/O error the storage layer did not wrap (Kafka's maybeHandleIOException turns
+		// every IOException into KafkaStorageException).
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, authz.ErrInvalidBinding), errors.Is(err, authz.ErrInvalidFilter),
+		errors.Is(err, authz.ErrInvalidPrincipal):
+		return kerr.InvalidRequest.Code // Kafka's AclControlManager: InvalidRequestException
+	case errors.Is(err, security.ErrAuthentication):
+		return kerr.SaslAuthenticationFailed.Code
+	case errors.Is(err, wire.ErrClosed):
+		// A connection to another broker or the controller broke under the request
+		// (Kafka's NetworkException, retriable).
+		return kerr.NetworkException.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// isIOError reports whether err is a failed file operation.
+func isIOError(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe)
 }
 
 // errMsg is the message for a response's ErrorMessage field (nil when err is nil).

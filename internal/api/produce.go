@@ -21,6 +21,9 @@ import (
 // them: at once on a sole replica), every partition's wait running in parallel up to the
 // request's timeout (REQUEST_TIMED_OUT for those not committed by then).
 //
+// A partition named more than once in a request is appended and answered once, with its last
+// copy of records (collapseDuplicatePartitions), as Kafka does.
+//
 // Transactions. A client may not write control batches, nor a transactional batch without a
 // producer id, nor a producer id without a sequence (INVALID_RECORD). A transactional batch
 // that would start a transaction on its partition is appended only once the transaction
@@ -30,6 +33,7 @@ import (
 
 func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ProduceRequest)
+	collapseDuplicatePartitions(req)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	start := h.Now()
 	now := start.UnixMilli()
@@ -122,6 +126,86 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 	return h.throttleProduce(c, req, busy, msg(resp))
 }
 
+// collapseDuplicatePartitions leaves each partition of req named once, as Kafka's
+// handleProduceRequest does by collecting the partitions into a map keyed by topic and
+// partition (every version): a partition named several times keeps its last copy of records,
+// and is appended and answered once; a topic named in several entries becomes one entry, at
+// its first place. A request without duplicates is left as it is, allocating nothing.
+func collapseDuplicatePartitions(req *kmsg.ProduceRequest) {
+	if !hasDuplicatePartitions(req.Topics) {
+		return
+	}
+	type tp struct {
+		topic string
+		part  int32
+	}
+	topicAt := map[string]int{}
+	partAt := map[tp][2]int{} // index of the topic entry and of the partition in it
+	var topics []kmsg.ProduceRequestTopic
+	for _, rt := range req.Topics {
+		ti, ok := topicAt[rt.Topic]
+		if !ok {
+			ti = len(topics)
+			topicAt[rt.Topic] = ti
+			nt := rt
+			nt.Partitions = nil
+			topics = append(topics, nt)
+		}
+		for _, rp := range rt.Partitions {
+			k := tp{rt.Topic, rp.Partition}
+			if at, ok := partAt[k]; ok {
+				topics[at[0]].Partitions[at[1]] = rp // the last copy wins
+				continue
+			}
+			partAt[k] = [2]int{ti, len(topics[ti].Partitions)}
+			topics[ti].Partitions = append(topics[ti].Partitions, rp)
+		}
+	}
+	req.Topics = topics
+}
+
+// hasDuplicatePartitions reports whether a topic and partition is named more than once
+// (a topic named in two entries counts, whatever their partitions). Small requests, the
+// usual producer's, are checked without allocating.
+func hasDuplicatePartitions(topics []kmsg.ProduceRequestTopic) bool {
+	n := 0
+	for _, rt := range topics {
+		n += len(rt.Partitions)
+	}
+	if n <= 16 {
+		for i, rt := range topics {
+			for _, other := range topics[i+1:] {
+				if other.Topic == rt.Topic {
+					return true
+				}
+			}
+			for j, rp := range rt.Partitions {
+				for _, o := range rt.Partitions[j+1:] {
+					if o.Partition == rp.Partition {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	seenTopic := make(map[string]bool, len(topics))
+	for _, rt := range topics {
+		if seenTopic[rt.Topic] {
+			return true
+		}
+		seenTopic[rt.Topic] = true
+		seen := make(map[int32]bool, len(rt.Partitions))
+		for _, rp := range rt.Partitions {
+			if seen[rp.Partition] {
+				return true
+			}
+			seen[rp.Partition] = true
+		}
+	}
+	return false
+}
+
 // hasTransactionalRecords reports whether a partition's first batch is transactional (the
 // attributes' bit 4 of a magic 2 batch), as Kafka's RequestUtils.hasTransactionalRecords
 // tells the requests that need the transactional id's authorization.
@@ -204,6 +288,18 @@ func (h *Handler) awaitCommit(ctx context.Context, resp *kmsg.ProduceResponse, w
 	expired := false
 	for _, w := range waits {
 		var err error
+		// An answer already there wins over the deadline: with timeout_ms 0 (or negative)
+		// the timer fires at once, and a batch the high watermark already covers (a sole
+		// in-sync replica) is committed, not timed out (Kafka's DelayedProduce tries to
+		// complete before it expires).
+		select {
+		case err = <-w.ch:
+			if err != nil {
+				failProduceWait(resp, w, err)
+			}
+			continue
+		default:
+		}
 		if expired {
 			select {
 			case err = <-w.ch:
@@ -222,11 +318,16 @@ func (h *Handler) awaitCommit(ctx context.Context, resp *kmsg.ProduceResponse, w
 			}
 		}
 		if err != nil {
-			sp := &resp.Topics[w.topic].Partitions[w.part]
-			sp.ErrorCode, sp.ErrorMessage = code(err), errMsg(err)
-			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			failProduceWait(resp, w, err)
 		}
 	}
+}
+
+// failProduceWait sets the answer of w's partition to err.
+func failProduceWait(resp *kmsg.ProduceResponse, w produceWait, err error) {
+	sp := &resp.Topics[w.topic].Partitions[w.part]
+	sp.ErrorCode, sp.ErrorMessage = code(err), errMsg(err)
+	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 }
 
 // produce validates and appends one partition's records. hdrs is scratch space for the

@@ -28,6 +28,7 @@
 //
 //	header.go    ParseHeader, CheckCRC, field offsets
 //	validate.go  Validate, ValidateRecords: what a leader checks before appending
+//	stream.go    the streaming walk of a compressed batch's records (bounded memory, no cap)
 //	split.go     Split, Magic: a produce request's records field into batches
 //	rewrite.go   SetBaseOffset, SetPartitionLeaderEpoch, SetLogAppendTime (in place)
 //	records.go   the v2 record layout, Record, Records
@@ -37,8 +38,10 @@
 //	varint.go    zig-zag varints
 //
 // Nothing here panics on malformed input or allocates in proportion to a declared count
-// rather than to the bytes actually present; decompression output is capped at
-// MaxDecompressedSize.
+// rather than to the bytes actually present. Validating, recompressing and searching a
+// compressed batch stream its records and accept any decompressed size, as Kafka does; what
+// decompresses records into memory (Records, Decompress, UpConvert: legacy up- and
+// down-conversion, the coordinators' loads, the cleaner) is capped at MaxDecompressedSize.
 package batch
 
 import "errors"

@@ -2,9 +2,11 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -23,7 +25,9 @@ import (
 // lz4 or zstd state costs far more than the data of a typical batch.
 
 // MaxDecompressedSize caps what one Decompress may produce: a larger output fails with
-// ErrCorrupt, so a small compressed bomb cannot exhaust memory.
+// ErrCorrupt, so a small compressed bomb cannot exhaust memory. It bounds only what is
+// decompressed into memory; a produced batch is validated and recompressed as a stream
+// (ValidateRecords, Recompress), with no cap on its decompressed size.
 const MaxDecompressedSize = 64 << 20
 
 // Compress returns raw compressed with codec in a new slice. For CodecNone it returns raw
@@ -45,7 +49,10 @@ func Decompress(codec Codec, data []byte) ([]byte, error) {
 // Recompress returns a new batch with the same header fields, offsets and records as the v2
 // batch b, compressed with codec (CodecNone: uncompressed), and a fresh CRC. b's CRC is
 // checked first so that recompression never launders a corrupt batch (ErrBadCRC). When b
-// already uses codec the result is a copy of b.
+// already uses codec the result is a copy of b. The records go from the old codec to the new
+// as a stream (a record's bytes are the same whatever compresses them), so no decompressed
+// size is refused and only the new batch is held whole; b's records are not checked here
+// (ValidateRecords first).
 func Recompress(b []byte, codec Codec) ([]byte, error) {
 	h, err := CheckCRC(b)
 	if err != nil {
@@ -57,12 +64,83 @@ func Recompress(b []byte, codec Codec) ([]byte, error) {
 	if h.Codec() == codec {
 		return bytes.Clone(b), nil
 	}
-	recs, err := Records(b)
+	var out []byte
+	err = withRecords(h.Codec(), b[HeaderSize:], func(r io.Reader) error {
+		dst := make([]byte, HeaderSize, HeaderSize+len(b))
+		copy(dst, b[:HeaderSize])
+		var err error
+		out, err = appendCompressedFrom(dst, codec, &codecReader{r: r})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return Build(h, recs, codec)
+	if len(out)-LogOverhead > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: batch of %d bytes", ErrInvalidRecord, len(out))
+	}
+	be := binary.BigEndian
+	be.PutUint32(out[offBatchLength:], uint32(len(out)-LogOverhead))
+	be.PutUint16(out[offAttributes:], uint16(h.Attributes&^AttrCodecMask|int16(codec)))
+	putCRC(out)
+	return out, nil
 }
+
+// appendCompressedFrom appends what r yields, compressed with codec (none: as it is), to
+// dst, reading and compressing it a buffer at a time. An error reading r is ErrCorrupt.
+func appendCompressedFrom(dst []byte, codec Codec, r *codecReader) ([]byte, error) {
+	aw := &appendWriter{b: dst}
+	var zw io.WriteCloser
+	switch codec {
+	case CodecNone:
+	case CodecGzip:
+		w := gzipWriters.Get().(*gzipWriter)
+		defer gzipWriters.Put(w)
+		w.zw.Reset(aw)
+		defer w.zw.Reset(nil)
+		zw = w.zw
+	case CodecSnappy:
+		zw = &xerialWriter{out: aw}
+	case CodecLZ4:
+		w := lz4Writers.Get().(*lz4Writer)
+		defer lz4Writers.Put(w)
+		w.zw.Reset(aw)
+		defer w.zw.Reset(nil)
+		zw = w.zw
+	case CodecZstd:
+		e := zstdEncoders.Get().(*zstd.Encoder)
+		defer zstdEncoders.Put(e)
+		e.Reset(aw)
+		defer e.Reset(io.Discard) // hold no reference to aw
+		zw = e
+	default:
+		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
+	}
+	var w io.Writer = aw
+	if zw != nil {
+		w = zw
+	}
+	buf := bufPool.Get().(*[]byte)
+	_, err := io.CopyBuffer(w, struct{ io.Reader }{r}, *buf)
+	bufPool.Put(buf)
+	if zw != nil {
+		if cerr := zw.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, r.err)
+		}
+		return nil, err
+	}
+	return aw.b, nil
+}
+
+// bufPool holds the copy buffers of appendCompressedFrom.
+var bufPool = sync.Pool{New: func() any {
+	b := make([]byte, streamBufferSize)
+	return &b
+}}
 
 // appendCompressed appends raw compressed with codec (not none) to dst.
 func appendCompressed(dst []byte, codec Codec, raw []byte) ([]byte, error) {
@@ -89,54 +167,76 @@ func appendCompressed(dst []byte, codec Codec, raw []byte) ([]byte, error) {
 
 // decompress decompresses data with codec, failing with ErrCorrupt past limit bytes.
 func decompress(codec Codec, data []byte, limit int) ([]byte, error) {
-	var out []byte
-	var err error
-	switch codec {
-	case CodecNone:
+	if codec < CodecNone || codec > CodecZstd {
+		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
+	}
+	if codec == CodecNone {
 		if len(data) > limit {
 			return nil, fmt.Errorf("%w: %d bytes exceed the limit of %d", ErrCorrupt, len(data), limit)
 		}
 		return data, nil
-	case CodecGzip:
-		r := gzipReaders.Get().(*gzipReader)
-		r.in.Reset(data)
-		if err = r.zr.Reset(&r.in); err == nil {
-			out, err = readAllLimit(&r.zr, len(data), limit)
-		}
-		r.in.Reset(nil)
-		gzipReaders.Put(r)
-	case CodecSnappy:
-		out, err = decodeSnappy(data, limit)
-	case CodecLZ4:
-		r := lz4Readers.Get().(*lz4Reader)
-		r.in.Reset(data)
-		r.zr.Reset(&r.in)
-		out, err = readAllLimit(r.zr, len(data), limit)
-		r.in.Reset(nil)
-		r.zr.Reset(nil)
-		lz4Readers.Put(r)
-	case CodecZstd:
-		d := zstdDecoders.Get().(*zstd.Decoder)
-		out, err = d.DecodeAll(data, nil)
-		zstdDecoders.Put(d)
-		if err == nil && len(out) > limit {
-			err = errTooBig
-		}
-	default:
-		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
 	}
+	out, err := decompressInto(nil, codec, data, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", ErrCorrupt, codecName(codec), err)
 	}
 	return out, nil
 }
 
+// decompressInto decompresses data (codec not none) into dst[:0] (grown when it is too
+// small), failing with errTooBig past limit bytes, or with the codec's own error.
+func decompressInto(dst []byte, codec Codec, data []byte, limit int) ([]byte, error) {
+	var out []byte
+	var err error
+	switch codec {
+	case CodecGzip:
+		r := gzipReaders.Get().(*gzipReader)
+		r.in.Reset(data)
+		if err = r.zr.Reset(&r.in); err == nil {
+			out, err = readAllLimit(dst, &r.zr, len(data), limit)
+		}
+		r.in.Reset(nil)
+		gzipReaders.Put(r)
+	case CodecSnappy:
+		out, err = decodeSnappy(dst, data, limit)
+	case CodecLZ4:
+		r := lz4Readers.Get().(*lz4Reader)
+		r.in.Reset(data)
+		r.zr.Reset(&r.in)
+		out, err = readAllLimit(dst, r.zr, len(data), limit)
+		r.in.Reset(nil)
+		r.zr.Reset(nil)
+		lz4Readers.Put(r)
+	case CodecZstd:
+		pool := &zstdDecoders
+		if limit <= inMemoryLimit {
+			pool = &zstdSmallDecoders
+		}
+		d := pool.Get().(*zstd.Decoder)
+		out, err = d.DecodeAll(data, dst[:0])
+		pool.Put(d)
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+			err = errTooBig
+		case err == nil && len(out) > limit:
+			err = errTooBig
+		}
+	default:
+		return nil, fmt.Errorf("%w: codec %d", ErrUnknownCodec, codec)
+	}
+	return out, err
+}
+
 var errTooBig = errors.New("decompressed size exceeds the limit")
 
-// readAllLimit reads r to EOF, failing with errTooBig past limit bytes. The buffer grows with
-// the data actually produced, starting from a guess based on the compressed size.
-func readAllLimit(r io.Reader, compressed, limit int) ([]byte, error) {
-	buf := make([]byte, 0, min(max(4*compressed, 512), limit+1))
+// readAllLimit reads r to EOF into dst[:0], failing with errTooBig past limit bytes. The
+// buffer grows with the data actually produced, starting (when dst has no room) from a guess
+// based on the compressed size.
+func readAllLimit(dst []byte, r io.Reader, compressed, limit int) ([]byte, error) {
+	buf := dst[:0]
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(max(4*compressed, 512), limit+1))
+	}
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -247,6 +347,15 @@ var (
 	// decoder dropped by the GC leaks nothing.
 	zstdDecoders = sync.Pool{New: func() any {
 		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxDecompressedSize))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	}}
+	// zstdSmallDecoders decode into memory at most inMemoryLimit bytes (ValidateRecords' first
+	// try): past that, or for a frame with a larger window, they fail at once.
+	zstdSmallDecoders = sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(inMemoryLimit))
 		if err != nil {
 			panic(err)
 		}

@@ -60,11 +60,37 @@ func checkValidateInvariants(t *testing.T, b []byte) {
 	if _, err := CheckCRC(b); err != nil {
 		t.Fatalf("Validate ok but CheckCRC: %v", err)
 	}
-	if _, err := ValidateRecords(b); err != nil {
+	_, vrErr := ValidateRecords(b)
+	if h.Codec() != CodecNone {
+		// The stream walk (batches past the in-memory limit) and the in-memory one agree.
+		if streamErr := walkRecordsSection(h.Codec(), b[HeaderSize:], h.RecordCount, nil); (streamErr == nil) != (vrErr == nil) {
+			t.Fatalf("ValidateRecords: %v, but the stream walk: %v", vrErr, streamErr)
+		}
+	}
+	if vrErr != nil {
 		if h.Codec() == CodecNone {
-			t.Fatalf("uncompressed: Validate ok but ValidateRecords: %v", err)
+			t.Fatalf("uncompressed: Validate ok but ValidateRecords: %v", vrErr)
 		}
 		return // a compressed payload Validate does not open
+	}
+	n := 0
+	if err := EachRecord(b, func(_ int64, delta int32) bool {
+		if delta != int32(n) {
+			t.Fatalf("EachRecord: record %d has offset delta %d", n, delta)
+		}
+		n++
+		return true
+	}); err != nil || n != int(h.RecordCount) {
+		t.Fatalf("EachRecord: %d records, %v", n, err)
+	}
+	for _, c := range allCodecs {
+		out, err := Recompress(b, c)
+		if err != nil {
+			t.Fatalf("Recompress to %v: %v", c, err)
+		}
+		if _, err := ValidateRecords(out); err != nil {
+			t.Fatalf("Recompress to %v: %v", c, err)
+		}
 	}
 	if recErr != nil {
 		t.Fatalf("ValidateRecords ok but Records: %v", recErr)

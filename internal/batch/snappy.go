@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -33,27 +34,76 @@ const (
 
 // appendXerial appends raw snappy-compressed in xerial framing to dst.
 func appendXerial(dst, raw []byte) []byte {
-	dst = append(dst, xerialMagic...)
-	dst = binary.BigEndian.AppendUint32(dst, 1) // version
-	dst = binary.BigEndian.AppendUint32(dst, 1) // minimum compatible version
+	dst = appendXerialHeader(dst)
 	for len(raw) > 0 {
 		chunk := raw[:min(len(raw), xerialBlockSize)]
 		raw = raw[len(chunk):]
-		need := 4 + s2.MaxEncodedLen(len(chunk))
-		if cap(dst)-len(dst) < need {
-			dst = append(dst, make([]byte, need)...)[:len(dst)]
-		}
-		start := len(dst) + 4
-		enc := s2.EncodeSnappy(dst[start:start+need-4], chunk)
-		binary.BigEndian.PutUint32(dst[len(dst):start], uint32(len(enc)))
-		dst = dst[:start+len(enc)]
+		dst = appendXerialBlock(dst, chunk)
 	}
 	return dst
 }
 
-// decodeSnappy decodes either snappy shape, failing past limit bytes of output before
-// allocating them (each block states its decoded length up front).
-func decodeSnappy(data []byte, limit int) ([]byte, error) {
+// appendXerialHeader appends the xerial magic and versions.
+func appendXerialHeader(dst []byte) []byte {
+	dst = append(dst, xerialMagic...)
+	dst = binary.BigEndian.AppendUint32(dst, 1)  // version
+	return binary.BigEndian.AppendUint32(dst, 1) // minimum compatible version
+}
+
+// appendXerialBlock appends chunk (at most xerialBlockSize bytes) as one xerial block.
+func appendXerialBlock(dst, chunk []byte) []byte {
+	need := 4 + s2.MaxEncodedLen(len(chunk))
+	if cap(dst)-len(dst) < need {
+		// Doubling: a batch of many blocks is copied a bounded number of times.
+		dst = slices.Grow(dst, max(cap(dst), need))
+	}
+	start := len(dst) + 4
+	enc := s2.EncodeSnappy(dst[start:start+need-4], chunk)
+	binary.BigEndian.PutUint32(dst[len(dst):start], uint32(len(enc)))
+	return dst[:start+len(enc)]
+}
+
+// xerialWriter compresses what is written to it in xerial framing, a block of
+// xerialBlockSize at a time, appending to out.
+type xerialWriter struct {
+	out     *appendWriter
+	pending []byte
+	started bool
+}
+
+func (w *xerialWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.out.b, w.started = appendXerialHeader(w.out.b), true
+	}
+	n := len(p)
+	for len(p) > 0 {
+		take := min(len(p), xerialBlockSize-len(w.pending))
+		w.pending = append(w.pending, p[:take]...)
+		p = p[take:]
+		if len(w.pending) == xerialBlockSize {
+			w.out.b = appendXerialBlock(w.out.b, w.pending)
+			w.pending = w.pending[:0]
+		}
+	}
+	return n, nil
+}
+
+// Close writes the last, partial block.
+func (w *xerialWriter) Close() error {
+	if !w.started {
+		w.out.b, w.started = appendXerialHeader(w.out.b), true
+	}
+	if len(w.pending) > 0 {
+		w.out.b = appendXerialBlock(w.out.b, w.pending)
+		w.pending = w.pending[:0]
+	}
+	return nil
+}
+
+// decodeSnappy decodes either snappy shape into dst[:0] (a new slice when dst is too small),
+// failing past limit bytes of output before allocating them (each block states its decoded
+// length up front).
+func decodeSnappy(dst, data []byte, limit int) ([]byte, error) {
 	if len(data) < len(xerialMagic) || !bytes.Equal(data[:len(xerialMagic)], xerialMagic) {
 		n, err := snappyLen(data)
 		if err != nil {
@@ -62,7 +112,10 @@ func decodeSnappy(data []byte, limit int) ([]byte, error) {
 		if n > limit {
 			return nil, errTooBig
 		}
-		return s2.Decode(make([]byte, n), data)
+		if cap(dst) < n {
+			dst = make([]byte, n)
+		}
+		return s2.Decode(dst[:n], data)
 	}
 	if len(data) < xerialHeaderSize {
 		return nil, fmt.Errorf("xerial header of %d bytes", len(data))
@@ -83,7 +136,10 @@ func decodeSnappy(data []byte, limit int) ([]byte, error) {
 		}
 		p = next
 	}
-	out := make([]byte, 0, total)
+	out := dst[:0]
+	if cap(out) < total {
+		out = make([]byte, 0, total)
+	}
 	for p := xerialHeaderSize; p < len(data); {
 		block, next, _ := xerialBlock(data, p) // checked above
 		dec, err := s2.Decode(out[len(out):cap(out)], block)
@@ -120,4 +176,10 @@ func snappyLen(block []byte) (int, error) {
 		return 0, fmt.Errorf("snappy block of %d bytes claims %d decoded bytes", len(block), n)
 	}
 	return n, nil
+}
+
+// decodeSnappyBlock decodes one raw snappy block into dst, whose length is the block's
+// declared decoded length.
+func decodeSnappyBlock(dst, block []byte) ([]byte, error) {
+	return s2.Decode(dst, block)
 }

@@ -33,19 +33,16 @@ func Validate(b []byte) (Header, error) {
 	return h, nil
 }
 
-// ValidateRecords is Validate plus, for compressed batches, decompressing the records and
-// walking them with the same rules, as Kafka's leader does for every compressed batch it
-// appends. It allocates the decompressed records (at most MaxDecompressedSize).
+// ValidateRecords is Validate plus, for compressed batches, walking the decompressed records
+// with the same rules, as Kafka's leader does for every compressed batch it appends. The
+// records are decompressed as a stream and never held whole (stream.go): memory stays bounded
+// whatever the batch decompresses to, and no decompressed size is refused.
 func ValidateRecords(b []byte) (Header, error) {
 	h, err := Validate(b)
 	if err != nil || h.Codec() == CodecNone {
 		return h, err
 	}
-	raw, err := Decompress(h.Codec(), b[HeaderSize:])
-	if err != nil {
-		return h, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
-	}
-	if err := walkRecords(raw, h.RecordCount); err != nil {
+	if err := walkCompressed(h.Codec(), b[HeaderSize:], h.RecordCount); err != nil {
 		return h, fmt.Errorf("batch at offset %d: %w", h.BaseOffset, err)
 	}
 	return h, nil

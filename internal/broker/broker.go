@@ -354,7 +354,7 @@ func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string
 	id := cfg.ClusterID
 	if id == "" {
 		if len(cfg.Voters()) > 0 {
-			return "", fmt.Errorf("log dir %s is not formatted: set cluster.id (the same on every node of the cluster) to format it", dir)
+			return "", fmt.Errorf("log dir %s is not formatted: set cluster.id (the same on every node of the cluster) to format it, or format it with `gregor storage format`", dir)
 		}
 		id = newClusterID()
 	}

@@ -1,9 +1,13 @@
 // Package cli implements gregor's client tools: topic administration, a
 // console producer and consumer, consumer group administration, cluster
-// tools (describe, partition reassignment, leader election) and throughput
-// benchmarks. Every tool is a
-// real Kafka client (franz-go's kgo and kadm), so it works against any
-// Kafka-compatible broker, not only gregor.
+// tools (describe, partition reassignment, leader election), configs, log
+// dirs, offsets and record deletion, and throughput benchmarks. Every network
+// tool is a real Kafka client (franz-go's kgo and kadm), so it works against
+// any Kafka-compatible broker, not only gregor. The offline tools (dump-log,
+// storage, metadata) read a log dir directly, through the broker's own
+// parsers (internal/batch, internal/storage, internal/replica,
+// internal/controller/quorum), and write nothing but what `storage format`
+// is for. docs/tools.md maps each to the kafka-*.sh it replaces.
 //
 // Commands are built fresh by AddCommands each time, and every flag value
 // lives in a per-command options struct rather than a package variable, so
@@ -29,8 +33,10 @@ import (
 // DefaultBootstrapServer is where the tools connect when -b is not given.
 const DefaultBootstrapServer = "127.0.0.1:9092"
 
-// AddCommands adds the client tools (topic, produce, consume, group, txn,
-// cluster, reassign, leader, quota, bench, acl, user) to root.
+// AddCommands adds the tools (topic, produce, consume, group, txn, cluster,
+// reassign, leader, quota, bench, acl, user, configs, log-dirs, offsets,
+// records, dump-log, storage, metadata, metadata-quorum) to root, with name
+// completion.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
 		newTopicCommand(),
@@ -45,7 +51,16 @@ func AddCommands(root *cobra.Command) {
 		newBenchCommand(),
 		newACLCommand(),
 		newUserCommand(),
+		newConfigsCommand(),
+		newLogDirsCommand(),
+		newOffsetsCommand(),
+		newRecordsCommand(),
+		newDumpLogCommand(),
+		newStorageCommand(),
+		newMetadataCommand(),
+		newMetadataQuorumCommand(),
 	)
+	registerCompletions(root)
 }
 
 // clientFlags holds the connection and output flags every tool shares.

@@ -45,7 +45,7 @@ Exits non-zero if any record failed.`,
 			return runProduce(cmd, &o, args[0])
 		},
 	}
-	o.cf.registerBootstrap(cmd)
+	o.cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.keySeparator, "key-separator", "", "split each line into key and value at the first occurrence of SEP")
 	f.StringArrayVar(&o.headers, "header", nil, "header KEY=VALUE added to every record (repeatable)")
@@ -94,7 +94,20 @@ func trimNewline(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
+// ProduceResult is what `gregor produce -o json` prints when the input ends (with the
+// table format, as kafka-console-producer.sh, nothing is printed but errors).
+type ProduceResult struct {
+	Topic        string `json:"topic"`
+	Records      int64  `json:"records"`
+	Acknowledged int64  `json:"acknowledged"`
+	Failed       int64  `json:"failed"`
+}
+
 func runProduce(cmd *cobra.Command, o *produceOptions, topic string) error {
+	format, err := o.cf.outputFormat()
+	if err != nil {
+		return err
+	}
 	headers, err := parseHeaders(o.headers)
 	if err != nil {
 		return err
@@ -176,6 +189,11 @@ func runProduce(cmd *cobra.Command, o *produceOptions, topic string) error {
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flushing: %w (%d of %d records acknowledged)", err, acked.Load(), total)
+	}
+	if format == outputJSON {
+		if err := writeJSON(cmd.OutOrStdout(), ProduceResult{Topic: topic, Records: total, Acknowledged: acked.Load(), Failed: failed.Load()}); err != nil {
+			return err
+		}
 	}
 	if n := failed.Load(); n > 0 {
 		if n > maxReportedProduceErrors {

@@ -34,6 +34,7 @@ func newTopicCommand() *cobra.Command {
 		newTopicDescribeCommand(&cf),
 		newTopicDeleteCommand(&cf),
 		newTopicAlterConfigCommand(&cf),
+		newTopicAddPartitionsCommand(&cf),
 	)
 	return cmd
 }

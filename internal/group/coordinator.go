@@ -40,6 +40,11 @@ import (
 // answer may carry what the shard's earlier writes did: they are held until those are decided
 // (callHeld).
 //
+// A write the partition refuses outright (NOT_ENOUGH_REPLICAS, MESSAGE_TOO_LARGE, a storage
+// error) is not in the log though the core applied it: the shard is then rolled back to
+// what the log stores by replaying it into a new core (rollbackLocked), as Kafka's coordinator
+// runtime reverts to its last written offset.
+//
 // Invariant: without Options.Manual, the runtime learns the partition count only together
 // with electing every partition open locally, so a known count means the single node's
 // shards exist.
@@ -138,14 +143,16 @@ type pendingAppend struct {
 	id       uint64
 	wait     <-chan error // the partition's answer for an acks=all wait; nil once decided
 	err      error        // the outcome (appendError's), once decided
+	refused  bool         // the partition refused the append: its records are not in the log
 	backstop time.Time    // give up on wait then, should the partition's deadline not fire
 	held     []heldReply  // delivered once this append is reported
 }
 
 // heldReply is a reply held back until the appends before it are decided; failed answers its
-// request instead if the shard is unloaded first or the append it waits for finds the
-// partition lost (NOT_COORDINATOR); after another failure it is delivered as made, as the
-// core's state is not rolled back either.
+// request instead if the shard is unloaded first, or the append it waits for finds the
+// partition lost or is refused (NOT_COORDINATOR: a refused append rolls the core back,
+// rollbackLocked); after a failure of an append that is in the log (its wait timed out) it
+// is delivered as made, as the core keeps what the log holds.
 type heldReply struct {
 	Reply
 	failed func(*kerr.Error) any
@@ -239,7 +246,7 @@ func (c *Coordinator) step(sh *shard, hold *heldReply, in func(s *Shard, now int
 
 // viewLocked hands the core the current topics view (consumer groups assign from it).
 func (c *Coordinator) viewLocked(sh *shard) {
-	if c.topics != nil {
+	if c.topics != nil && sh.mu.core != nil {
 		sh.mu.core.setTopics(c.topics())
 	}
 }
@@ -259,7 +266,7 @@ func (c *Coordinator) persistLocked(sh *shard, r Ready, now int64) Ready {
 func (c *Coordinator) appendLocked(sh *shard, w Write, now int64) {
 	wait, err := c.append(sh, w.Records, w.Txn, now)
 	backstop := time.Now().Add(time.Duration(c.cfg.CommitTimeoutMs)*time.Millisecond + time.Second)
-	sh.mu.pending = append(sh.mu.pending, &pendingAppend{id: w.ID, wait: wait, err: err, backstop: backstop})
+	sh.mu.pending = append(sh.mu.pending, &pendingAppend{id: w.ID, wait: wait, err: err, refused: err != nil, backstop: backstop})
 }
 
 // reportLocked reports the decided appends at the head of pending to the core, in append
@@ -284,6 +291,10 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 			}
 			out.Replies = append(out.Replies, h.Reply)
 		}
+		if pa.refused && !lost {
+			c.rollbackLocked(sh, out, now)
+			return
+		}
 		for _, w := range next.Writes {
 			c.appendLocked(sh, w, now)
 		}
@@ -293,6 +304,33 @@ func (c *Coordinator) reportLocked(sh *shard, out *Ready, now int64) {
 		sh.committer.Add(1)
 		go c.commit(sh)
 	}
+}
+
+// rollbackLocked reverts the shard to what its partition stores, after an append the
+// partition refused (NOT_ENOUGH_REPLICAS, MESSAGE_TOO_LARGE, a storage error): the core had
+// already applied the write's records (a member joined, a group epoch moved on) though they
+// are not in the log, so its state is dropped and replayed from the log, as Kafka's
+// coordinator runtime reverts its state to the last written offset. The write's own request
+// has its error answer already; requests still parked in the old core, and those waiting on
+// appends made after the refused one, are answered NOT_COORDINATOR (as at a coordinator
+// change: clients find the coordinator again and retry), and until the replay is done the
+// partition's requests get COORDINATOR_LOAD_IN_PROGRESS. Holding sh.mu.
+func (c *Coordinator) rollbackLocked(sh *shard, out *Ready, now int64) {
+	c.log.Warn("group coordinator reverts its partition to what is stored after a refused append", "partition", sh.term.Index)
+	old := sh.mu.core
+	sh.mu.core = nil
+	r := old.Unload(now)
+	out.Replies = append(out.Replies, r.Replies...)
+	out.Warnings = append(out.Warnings, r.Warnings...)
+	for _, pa := range sh.mu.pending {
+		for _, h := range pa.held {
+			h.Msg = h.failed(kerr.NotCoordinator)
+			out.Replies = append(out.Replies, h.Reply)
+		}
+	}
+	sh.mu.pending = nil
+	sh.mu.timer.Arm(0, false)
+	c.rt.Go(func() { c.load(sh) })
 }
 
 // commit is the shard's committer: it awaits the outcome of the oldest pending append without
@@ -366,8 +404,11 @@ func appendError(err error) error {
 		code = kerr.NotEnoughReplicasAfterAppend
 	case errors.Is(err, replica.ErrRequestTimedOut):
 		code = kerr.RequestTimedOut
-	case errors.Is(err, storage.ErrLogOffline):
+	case errors.Is(err, storage.ErrLogOffline), errors.Is(err, storage.ErrCorruptLog),
+		errors.Is(err, storage.ErrTooManyOpenFiles):
 		code = kerr.KafkaStorageError
+	case errors.Is(err, storage.ErrRecordBatchTooLarge):
+		code = kerr.RecordListTooLarge
 	case errors.Is(err, replica.ErrInvalidEpoch):
 		code = kerr.InvalidProducerEpoch // a transactional commit of a fenced producer
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
@@ -382,8 +423,14 @@ func appendError(err error) error {
 	return fmt.Errorf("%w: %v", code, err)
 }
 
-// armLocked points the shard's timer at the core's next deadline.
-func (c *Coordinator) armLocked(sh *shard) { sh.mu.timer.Arm(sh.mu.core.NextDeadline()) }
+// armLocked points the shard's timer at the core's next deadline (none while it reloads).
+func (c *Coordinator) armLocked(sh *shard) {
+	if sh.mu.core == nil {
+		sh.mu.timer.Arm(0, false)
+		return
+	}
+	sh.mu.timer.Arm(sh.mu.core.NextDeadline())
+}
 
 // tick feeds the clock to the core: session timeouts, rebalance timeouts, offset expiry.
 func (c *Coordinator) tick(sh *shard) {

@@ -21,8 +21,8 @@ var (
 	ErrRecordBatchTooLarge = errors.New("storage: record batch larger than the segment size")
 	// ErrInvalidBatch: the bytes given to Append are not whole v2 batches. CORRUPT_MESSAGE.
 	ErrInvalidBatch = errors.New("storage: malformed record batches")
-	// ErrCorruptLog: a batch header stored in a segment does not parse (the disk changed under
-	// us). KAFKA_STORAGE_ERROR.
+	// ErrCorruptLog: a batch stored in a segment does not parse (the disk changed under us).
+	// CORRUPT_MESSAGE, as Kafka answers a CorruptRecordException met reading a segment.
 	ErrCorruptLog = errors.New("storage: corrupt data in a log segment")
 	// ErrTooManyOpenFiles: a segment file had to be opened, but every descriptor the
 	// FileCache may use is held by a read or write in progress (or the process is at its

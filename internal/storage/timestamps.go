@@ -88,7 +88,7 @@ func (l *Log) MaxTimestamp() (ts int64, offset int64) {
 
 // findRecord returns the offset and timestamp of the first record of the batch h at pos for
 // which match holds. Records of a LogAppendTime batch all carry its maxTimestamp. The batch is
-// read into *data (grown as needed) and decoded.
+// read into *data (grown as needed) and its records walked.
 func (s *segment) findRecord(pos int64, h *batch.Header, match func(ts, off int64) bool, data *[]byte) (int64, int64, bool, error) {
 	logAppendTime := h.Attributes&batch.AttrLogAppendTime != 0
 	if logAppendTime && match(h.MaxTimestamp, h.BaseOffset) {
@@ -102,18 +102,22 @@ func (s *segment) findRecord(pos int64, h *batch.Header, match func(ts, off int6
 	if _, err := s.log.ReadAt(b, pos); err != nil {
 		return -1, -1, false, err
 	}
-	recs, err := batch.Records(b)
-	if err != nil {
-		return -1, -1, false, fmt.Errorf("%w: %s: batch at position %d: %w", ErrCorruptLog, s.logPath(), pos, err)
-	}
-	for _, r := range recs {
-		rts := h.BaseTimestamp + r.TimestampDelta
+	// The records are walked as a stream (keys and values skipped): a compressed batch of any
+	// decompressed size is searched in bounded memory.
+	foundOff, foundTs, found := int64(-1), int64(-1), false
+	err := batch.EachRecord(b, func(tsDelta int64, offDelta int32) bool {
+		rts := h.BaseTimestamp + tsDelta
 		if logAppendTime {
 			rts = h.MaxTimestamp
 		}
-		if off := h.BaseOffset + int64(r.OffsetDelta); match(rts, off) {
-			return off, rts, true, nil
+		if off := h.BaseOffset + int64(offDelta); match(rts, off) {
+			foundOff, foundTs, found = off, rts, true
+			return false
 		}
+		return true
+	})
+	if err != nil {
+		return -1, -1, false, fmt.Errorf("%w: %s: batch at position %d: %w", ErrCorruptLog, s.logPath(), pos, err)
 	}
-	return -1, -1, false, nil
+	return foundOff, foundTs, found, nil
 }

@@ -316,8 +316,11 @@ func appendError(err error) error {
 		code = kerr.NotEnoughReplicasAfterAppend
 	case errors.Is(err, replica.ErrRequestTimedOut):
 		code = kerr.RequestTimedOut
-	case errors.Is(err, storage.ErrLogOffline):
+	case errors.Is(err, storage.ErrLogOffline), errors.Is(err, storage.ErrCorruptLog),
+		errors.Is(err, storage.ErrTooManyOpenFiles):
 		code = kerr.KafkaStorageError
+	case errors.Is(err, storage.ErrRecordBatchTooLarge):
+		code = kerr.RecordListTooLarge
 	default:
 		return err
 	}
