@@ -9,17 +9,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // AlterReplicaLogDirs v0-v2: move this broker's replicas of the named partitions to the named
 // log dirs, while they serve (replica/movedir.go). Each partition's code, as Kafka's
 // ReplicaManager.alterReplicaLogDirs answers:
-//   - LOG_DIR_NOT_FOUND: the dir is not one of log.dirs (checked first, as Kafka);
+//   - LOG_DIR_NOT_FOUND: the dir (made absolute, as Kafka does) is not one of log.dirs
+//     (checked first);
 //   - KAFKA_STORAGE_ERROR: the replica (or the dir) is offline;
 //   - UNKNOWN_TOPIC_OR_PARTITION: no such partition in the cluster;
-//   - NOT_LEADER_OR_FOLLOWER: the partition exists but has no replica here (the dir is
-//     remembered for when one is created here);
+//   - REPLICA_NOT_AVAILABLE: the partition exists but has no replica here (Kafka keeps this
+//     code for AlterReplicaLogDirs where other APIs say NOT_LEADER_OR_FOLLOWER); the dir is
+//     remembered for when one is created here;
 //   - NONE: the move started (DescribeLogDirs shows the future replica until it is done), or
 //     the replica is in that dir already (a move elsewhere in progress is given up).
 //
@@ -76,11 +79,16 @@ func handleAlterReplicaLogDirs(h *Handler, _ context.Context, c *Conn, r kmsg.Re
 
 // alterReplicaLogDir starts one move; exists says whether the partition is in the metadata.
 func (h *Handler) alterReplicaLogDir(topic string, part int32, dir string, exists bool) error {
-	if !filepath.IsAbs(dir) || !h.Logs.HasDir(dir) {
+	abs, err := filepath.Abs(dir)
+	if err != nil || !h.Logs.HasDir(abs) {
 		return fmt.Errorf("%w: %q", storage.ErrLogDirNotFound, dir)
 	}
 	if !exists {
 		return fmt.Errorf("%w: %s-%d", errUnknownPartition, topic, part)
 	}
-	return h.Replicas.AlterLogDir(topic, part, dir)
+	err = h.Replicas.AlterLogDir(topic, part, abs)
+	if errors.Is(err, replica.ErrNotLeaderOrFollower) {
+		return fmt.Errorf("%w: %v", kerr.ReplicaNotAvailable, err)
+	}
+	return err
 }

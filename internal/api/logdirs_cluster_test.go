@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -113,6 +114,18 @@ func TestAlterReplicaLogDirsOnFollower(t *testing.T) {
 	resps.Each(func(r kadm.AlterReplicaLogDirsResponse) {
 		if r.Err != nil {
 			t.Fatalf("alter %s-%d to %s: %v", r.Topic, r.Partition, r.Dir, r.Err)
+		}
+	})
+	// Broker 3 has no replica of fm-0: REPLICA_NOT_AVAILABLE, as Kafka answers this API.
+	var other kadm.AlterReplicaLogDirsReq
+	other.Add(c.Node(3).Dir, kadm.TopicsSet{"fm": {0: {}}})
+	r3, err := adm.AlterBrokerReplicaLogDirs(ctxT(t), 3, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3.Each(func(r kadm.AlterReplicaLogDirsResponse) {
+		if !errors.Is(r.Err, kerr.ReplicaNotAvailable) {
+			t.Fatalf("moving fm-0 on broker 3, which has no replica of it: %v", r.Err)
 		}
 	})
 	if cur, fut := where(); cur != from || fut != dest {

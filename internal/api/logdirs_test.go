@@ -433,7 +433,8 @@ func TestAlterReplicaLogDirsMovesWhileProducing(t *testing.T) {
 
 // AlterReplicaLogDirs answers as Kafka: LOG_DIR_NOT_FOUND for a dir not in log.dirs,
 // UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster does not have, and NONE for a
-// replica already in the dir named.
+// replica already in the dir named (here by a relative path). REPLICA_NOT_AVAILABLE is in
+// TestAlterReplicaLogDirsOnFollower.
 func TestAlterReplicaLogDirsErrors(t *testing.T) {
 	dirs, set := threeDirs(t)
 	b := testutil.StartBroker(t, set)
@@ -441,8 +442,16 @@ func TestAlterReplicaLogDirsErrors(t *testing.T) {
 	here := dirOf(t, dirs, "e-0")
 	cl := newClient(t, b.Addr())
 	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relHere, err := filepath.Rel(wd, here) // a relative dir is made absolute, as Kafka does
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ dir, topic string }{
-		{"/nonexistent/dir", "e"}, {here, "e"}, {dirs[0], "missing"},
+		{"/nonexistent/dir", "e"}, {relHere, "e"}, {dirs[0], "missing"},
 	} {
 		d := kmsg.NewAlterReplicaLogDirsRequestDir()
 		d.Dir = c.dir

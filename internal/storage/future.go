@@ -62,9 +62,12 @@ func (m *Manager) PendingFuture(topic string, partition int32) string {
 	return ""
 }
 
-// logDirOf finds the log dir named path, or nil.
+// logDirOf finds the log dir named path (relative to the working directory), or nil.
 func (m *Manager) logDirOf(path string) *logDir {
-	path = filepath.Clean(path)
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
 	for _, d := range m.dirs {
 		if d.path == path {
 			return d

@@ -86,7 +86,10 @@ func OpenDirs(fs FS, paths []string, logger *slog.Logger) (*Manager, error) {
 	var pending []*futureLog
 	var pendingTPs []TopicPartition
 	for _, p := range paths {
-		p = filepath.Clean(p)
+		p, err := filepath.Abs(p) // as Kafka names log dirs: DescribeLogDirs, AlterReplicaLogDirs
+		if err != nil {
+			return nil, err
+		}
 		if seen[p] {
 			return nil, fmt.Errorf("storage: log dir %s listed twice", p)
 		}
