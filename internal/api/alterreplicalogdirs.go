@@ -20,6 +20,7 @@ import (
 //     (checked first);
 //   - KAFKA_STORAGE_ERROR: the replica (or the dir) is offline;
 //   - UNKNOWN_TOPIC_OR_PARTITION: no such partition in the cluster;
+//   - INVALID_TOPIC_EXCEPTION: a topic name too long for the future replica's directory name;
 //   - REPLICA_NOT_AVAILABLE: the partition exists but has no replica here (Kafka keeps this
 //     code for AlterReplicaLogDirs where other APIs say NOT_LEADER_OR_FOLLOWER); the dir is
 //     remembered for when one is created here;
@@ -85,6 +86,9 @@ func (h *Handler) alterReplicaLogDir(topic string, part int32, dir string, exist
 	}
 	if !exists {
 		return fmt.Errorf("%w: %s-%d", errUnknownPartition, topic, part)
+	}
+	if len(storage.FutureDirName(topic, part)) > 255 { // a file name's limit (Kafka's KAFKA-4893 check)
+		return fmt.Errorf("%w: the topic name is too long for a future replica's directory", errInvalidTopic)
 	}
 	err = h.Replicas.AlterLogDir(topic, part, abs)
 	if errors.Is(err, replica.ErrNotLeaderOrFollower) {

@@ -433,12 +433,15 @@ func TestAlterReplicaLogDirsMovesWhileProducing(t *testing.T) {
 
 // AlterReplicaLogDirs answers as Kafka: LOG_DIR_NOT_FOUND for a dir not in log.dirs,
 // UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster does not have, and NONE for a
-// replica already in the dir named (here by a relative path). REPLICA_NOT_AVAILABLE is in
+// replica already in the dir named (here by a relative path), INVALID_TOPIC_EXCEPTION for a
+// topic name too long for a future replica's directory. REPLICA_NOT_AVAILABLE is in
 // TestAlterReplicaLogDirsOnFollower.
 func TestAlterReplicaLogDirsErrors(t *testing.T) {
 	dirs, set := threeDirs(t)
 	b := testutil.StartBroker(t, set)
 	createTopic(t, b.Addr(), "e", 1, nil)
+	long := strings.Repeat("l", 240) // its future replica's directory name would pass 255 bytes
+	createTopic(t, b.Addr(), long, 1, nil)
 	here := dirOf(t, dirs, "e-0")
 	cl := newClient(t, b.Addr())
 	req := kmsg.NewPtrAlterReplicaLogDirsRequest()
@@ -451,7 +454,7 @@ func TestAlterReplicaLogDirsErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ dir, topic string }{
-		{"/nonexistent/dir", "e"}, {relHere, "e"}, {dirs[0], "missing"},
+		{"/nonexistent/dir", "e"}, {relHere, "e"}, {dirs[0], "missing"}, {dirs[1], long},
 	} {
 		d := kmsg.NewAlterReplicaLogDirsRequestDir()
 		d.Dir = c.dir
@@ -474,7 +477,8 @@ func TestAlterReplicaLogDirsErrors(t *testing.T) {
 			got[fmt.Sprintf("%s-%d", tr.Topic, p.Partition)] = p.ErrorCode
 		}
 	}
-	want := map[string]int16{"e-1": kerr.LogDirNotFound.Code, "e-0": 0, "missing-0": kerr.UnknownTopicOrPartition.Code}
+	want := map[string]int16{"e-1": kerr.LogDirNotFound.Code, "e-0": 0, "missing-0": kerr.UnknownTopicOrPartition.Code,
+		long + "-0": kerr.InvalidTopicException.Code}
 	if !maps.Equal(got, want) {
 		t.Fatalf("codes %v, want %v", got, want)
 	}

@@ -41,6 +41,12 @@ type futureLog struct {
 	log  *Log
 }
 
+// FutureDirName is the form of a future log's directory name,
+// <topic>-<partition>.<32 hex digits>-future (the digits random, here zeros).
+func FutureDirName(topic string, partition int32) string {
+	return TopicPartition{topic, partition}.String() + "." + strings.Repeat("0", 32) + futureSuffix
+}
+
 // parseFutureDir parses a future log's directory name, <topic>-<partition>.<id>-future.
 func parseFutureDir(name string) (TopicPartition, bool) {
 	base, ok := strings.CutSuffix(name, futureSuffix)
@@ -129,7 +135,7 @@ func (m *Manager) CreateFuture(topic string, partition int32, dest string) (l *L
 	if _, err := rand.Read(suffix[:]); err != nil {
 		return nil, false, err
 	}
-	path := filepath.Join(d.path, tp.String()+"."+hex.EncodeToString(suffix[:])+futureSuffix)
+	path := filepath.Join(d.path, tp.String()+"."+hex.EncodeToString(suffix[:])+futureSuffix) // FutureDirName's form
 	opt := OpenOptions{Clean: true, Now: m.Now, Logger: m.logger, Files: m.files}
 	if on := m.OnLogOffline; on != nil {
 		opt.OnOffline = func(err error) { on(path, err) }
