@@ -128,9 +128,6 @@ func (m *Manager) CreateFuture(topic string, partition int32, dest string) (l *L
 	if m.mu.where[tp] == d {
 		return nil, false, nil
 	}
-	if m.offlineLocked(d) {
-		return nil, false, fmt.Errorf("%w: log dir %s is offline", ErrLogOffline, d.path)
-	}
 	var suffix [16]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
 		return nil, false, err
@@ -161,9 +158,6 @@ func (m *Manager) SetPreferredDir(topic string, partition int32, dest string) er
 	d := m.logDirOf(dest)
 	if d == nil {
 		return fmt.Errorf("%w: %s", ErrLogDirNotFound, dest)
-	}
-	if m.offlineLocked(d) {
-		return fmt.Errorf("%w: log dir %s is offline", ErrLogOffline, d.path)
 	}
 	tp := TopicPartition{topic, partition}
 	if m.mu.where[tp] == nil {

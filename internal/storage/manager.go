@@ -291,10 +291,6 @@ func (m *Manager) FormattedDir() string {
 	return m.dirs[0].path
 }
 
-// offlineLocked reports whether the dir has failed. (Every dir is online for now: a failed
-// write takes its log offline, and the broker stops.)
-func (m *Manager) offlineLocked(*logDir) bool { return false }
-
 // placeLocked picks the dir of a new partition: the one with the fewest partitions (those
 // being created included), the first in log.dirs order among equals (Kafka's
 // LogManager.nextLogDirs).
