@@ -112,6 +112,10 @@ func (m *Manager) AlterLogDir(topic string, part int32, dest string) error {
 	if p.Log().Offline() {
 		return fmt.Errorf("%w: %s-%d", storage.ErrLogOffline, topic, part)
 	}
+	// Holding moves from the future log's creation on: two requests for one partition start
+	// one mover, for the future log the later made. Lock order: moves, then the log manager's.
+	m.moves.Lock()
+	defer m.moves.Unlock()
 	fl, created, err := m.logs.CreateFuture(topic, part, dest)
 	if err != nil {
 		if errors.Is(err, storage.ErrNoPartition) {
@@ -120,8 +124,6 @@ func (m *Manager) AlterLogDir(topic string, part int32, dest string) error {
 		return err
 	}
 	k := tpKey{topic, part}
-	m.moves.Lock()
-	defer m.moves.Unlock()
 	if old := m.moves.running[k]; old != nil && old.future != fl {
 		old.cancel()
 		delete(m.moves.running, k)
