@@ -54,7 +54,7 @@ cpu() {
 
 # The single broker (RF 1): the default single-node server.
 single_port=$((base + 300))
-"$bin" server --set log.dirs="$work/single" --set listeners=PLAINTEXT://127.0.0.1:$single_port >"$work/single.log" 2>&1 &
+"$bin" server --set log.dirs="$work/single" --set listeners=PLAINTEXT://127.0.0.1:$single_port --set http.listener=127.0.0.1:0 >"$work/single.log" 2>&1 &
 single_pid=$!
 pids+=("$single_pid")
 wait_log "$work/single.log"

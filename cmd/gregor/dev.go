@@ -28,11 +28,13 @@ import (
 //	DIR/node-N.log         its output (gregor dev cluster)
 //
 // Node N (1-based) listens on base+N-1 for clients, base+100+N-1 for
-// replication (INTERNAL) and base+200+N-1 for the controller quorum; nodes
+// replication (INTERNAL), base+200+N-1 for the controller quorum and
+// base+600+N-1 for its http.listener (/metrics, /healthz, /readyz); nodes
 // reach each other directly.
 const (
 	devInternalOffset   = 100
 	devControllerOffset = 200
+	devHTTPOffset       = 600
 	devMaxNodes         = devInternalOffset - 1
 	devDefaultBasePort  = 9092
 	devReadyTimeout     = 60 * time.Second
@@ -101,7 +103,7 @@ type devOptions struct {
 func (o *devOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.dir, "dir", "dev-cluster", "directory for the nodes' config files, log dirs and output")
 	cmd.Flags().IntVar(&o.basePort, "base-port", devDefaultBasePort,
-		fmt.Sprintf("client port of node 1; node N uses base+N-1 (clients), base+%d+N-1 (replication), base+%d+N-1 (controllers)", devInternalOffset, devControllerOffset))
+		fmt.Sprintf("client port of node 1; node N uses base+N-1 (clients), base+%d+N-1 (replication), base+%d+N-1 (controllers), base+%d+N-1 (http: metrics and health)", devInternalOffset, devControllerOffset, devHTTPOffset))
 	cmd.Flags().StringArrayVar(&o.sets, "set", nil, "extra config for every node: key=value (repeatable)")
 }
 
@@ -113,7 +115,7 @@ func (o *devOptions) write(arg string, out io.Writer) ([]devNode, error) {
 	if err != nil || n < 1 || n > devMaxNodes {
 		return nil, fmt.Errorf("dev: N must be a number of nodes from 1 to %d, got %q", devMaxNodes, arg)
 	}
-	if o.basePort < 1 || o.basePort+devControllerOffset+n-1 > 65535 {
+	if o.basePort < 1 || o.basePort+devHTTPOffset+n-1 > 65535 {
 		return nil, fmt.Errorf("dev: --base-port %d leaves no room for %d nodes' ports", o.basePort, n)
 	}
 	for _, s := range o.sets {
@@ -160,12 +162,12 @@ func (o *devOptions) write(arg string, out io.Writer) ([]devNode, error) {
 			ControllerAddr: controller,
 			Voters:         voters,
 			Brokers:        n,
-			Sets:           o.sets,
+			Sets:           append([]string{"http.listener=" + addr(o.basePort+devHTTPOffset+i)}, o.sets...),
 		})
 		if err := os.WriteFile(dn.configFile, []byte(text), 0o644); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "  node %d: clients %s, controller %s, config %s\n", id, dn.client, controller, dn.configFile)
+		fmt.Fprintf(out, "  node %d: clients %s, controller %s, http %s, config %s\n", id, dn.client, controller, addr(o.basePort+devHTTPOffset+i), dn.configFile)
 		nodes = append(nodes, dn)
 		bootstrap = append(bootstrap, dn.client)
 	}

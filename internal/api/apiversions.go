@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -28,7 +27,7 @@ const transactionVersionFeature = "transaction.version"
 
 func handleApiVersions(h *Handler, _ context.Context, _ *Conn, _ kmsg.Request) Reply {
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = apis.ApiKeys()
 	resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{
 		Name: transactionVersionFeature, MinVersion: 0, MaxVersion: txn.TransactionVersion,
 	}}
@@ -46,15 +45,6 @@ func handleApiVersions(h *Handler, _ context.Context, _ *Conn, _ kmsg.Request) R
 func (h *Handler) UnsupportedApiVersions() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = apis.ApiKeys()
 	return resp
-}
-
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
-	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for k, a := range apis {
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
-	return keys
 }

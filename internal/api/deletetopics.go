@@ -39,7 +39,7 @@ func handleDeleteTopics(h *Handler, ctx context.Context, c *Conn, r kmsg.Request
 	}
 	errs := make([]error, len(targets))
 	fwd := kmsg.NewPtrDeleteTopicsRequest()
-	fwd.SetVersion(apis[kmsg.DeleteTopics.Int16()].max) // the answer then carries names and ids
+	fwd.SetVersion(apis.MaxVersion(kmsg.DeleteTopics.Int16())) // the answer then carries names and ids
 	fwd.TimeoutMillis = req.TimeoutMillis
 	var fwdIdx []int
 	// Authorization (authorize.go): DELETE on the cluster, else DELETE on each topic

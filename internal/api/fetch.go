@@ -90,11 +90,15 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 		done := total >= int(minBytes) || anyErr || req.MaxWaitMillis <= 0
 		if !done {
 			w := h.Now()
+			h.fetchesWaiting.Add(1)
 			done = !f.wait(ctx, deadline)
+			h.fetchesWaiting.Add(-1)
 			waited += h.Now().Sub(w)
 		}
 		if done {
-			return h.throttleFetch(c, req.Version, f.replicaID, h.Now().Sub(start)-waited, f.answer())
+			reply := h.throttleFetch(c, req.Version, f.replicaID, h.Now().Sub(start)-waited, f.answer())
+			reply.Remote = waited
+			return reply
 		}
 		f.release()
 	}
@@ -127,6 +131,7 @@ func (f *fetch) answer() Reply {
 	if errCode != 0 {
 		topics = nil // the session moved on under this fetch: the error alone
 	}
+	f.count(topics)
 	f.raw = Raw{Parts: f.enc.encode(f.req.Version, errCode, id, topics, pruned), Done: f.done}
 	return Reply{Raw: &f.raw}
 }
@@ -510,6 +515,45 @@ func readEnd(s storage.Slice) (int64, error) {
 	}
 	return end, nil
 }
+
+// count adds the answer's partitions to their topics' BrokerTopicMetrics: the record bytes
+// sent (BytesOut for a consumer, ReplicationBytesOut for a follower) and a consumer's failed
+// partitions. One counter lookup per topic, none per partition.
+func (f *fetch) count(topics []fetchTopic) {
+	if f.h.Topics == nil {
+		return
+	}
+	follower := f.replicaID >= 0
+	for i := range topics {
+		t := &topics[i]
+		// The name from a partition held here: a topic fetched by id has none in the
+		// request, and a name no partition has is not a topic (no counters are made for
+		// names a client makes up).
+		name := ""
+		for _, p := range f.parts[i] {
+			if p != nil {
+				name = p.Topic
+				break
+			}
+		}
+		if name == "" {
+			continue
+		}
+		tc := f.h.Topics.For(name)
+		for j := range t.parts {
+			p := &t.parts[j]
+			switch n := len(p.records) + p.file.N; {
+			case p.errCode != 0 && !follower:
+				tc.FetchFailed()
+			case p.errCode == 0:
+				tc.Fetched(n, follower)
+			}
+		}
+	}
+}
+
+// FetchesWaiting is the Fetch requests parked now (long poll): the Fetch purgatory's size.
+func (h *Handler) FetchesWaiting() int { return int(h.fetchesWaiting.Load()) }
 
 // release drops the segment references taken by read.
 func (f *fetch) release() {

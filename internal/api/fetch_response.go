@@ -192,55 +192,8 @@ func (e *fetchEncoder) encode(version int16, errCode int16, sessionID int32, top
 		}
 		e.arrayLen(n)
 		for pi := range t.parts {
-			p := &t.parts[pi]
-			if p.omit {
-				continue
-			}
-			e.i32(p.partition)
-			e.i16(p.errCode)
-			e.i64(p.hw)
-			if version >= 4 {
-				e.i64(p.lso)
-			}
-			if version >= 5 {
-				e.i64(p.logStart)
-			}
-			if version >= 4 {
-				if len(p.aborted) == 0 {
-					e.nullArray()
-				} else {
-					e.arrayLen(len(p.aborted))
-					for _, a := range p.aborted {
-						e.i64(a.ProducerID)
-						e.i64(a.FirstOffset)
-						if e.flex {
-							e.tags()
-						}
-					}
-				}
-			}
-			if version >= 11 {
-				e.i32(p.preferred)
-			}
-			if p.file.File != nil {
-				e.bytesLen(p.file.N)
-				e.cuts = append(e.cuts, cut{at: len(e.b), file: p.file})
-			} else {
-				e.bytesLen(len(p.records))
-				e.b = append(e.b, p.records...)
-			}
-			if e.flex {
-				if p.diverging {
-					// One tagged field: tag 0, size 13, epoch, end offset, its own empty tags.
-					e.uv(1)
-					e.uv(0)
-					e.uv(4 + 8 + 1)
-					e.i32(p.divergingEpoch)
-					e.i64(p.divergingEnd)
-					e.tags()
-				} else {
-					e.tags()
-				}
+			if p := &t.parts[pi]; !p.omit {
+				e.partition(p)
 			}
 		}
 		if e.flex {
@@ -250,6 +203,64 @@ func (e *fetchEncoder) encode(version int16, errCode int16, sessionID int32, top
 	if e.flex {
 		e.tags()
 	}
+	return e.split()
+}
+
+// partition encodes one partition of the answer at e.version. Its records are either copied
+// in or, when they are a file range, marked by a cut for split.
+func (e *fetchEncoder) partition(p *fetchPartition) {
+	version := e.version
+	e.i32(p.partition)
+	e.i16(p.errCode)
+	e.i64(p.hw)
+	if version >= 4 {
+		e.i64(p.lso)
+	}
+	if version >= 5 {
+		e.i64(p.logStart)
+	}
+	if version >= 4 {
+		if len(p.aborted) == 0 {
+			e.nullArray()
+		} else {
+			e.arrayLen(len(p.aborted))
+			for _, a := range p.aborted {
+				e.i64(a.ProducerID)
+				e.i64(a.FirstOffset)
+				if e.flex {
+					e.tags()
+				}
+			}
+		}
+	}
+	if version >= 11 {
+		e.i32(p.preferred)
+	}
+	if p.file.File != nil {
+		e.bytesLen(p.file.N)
+		e.cuts = append(e.cuts, cut{at: len(e.b), file: p.file})
+	} else {
+		e.bytesLen(len(p.records))
+		e.b = append(e.b, p.records...)
+	}
+	if e.flex {
+		if p.diverging {
+			// One tagged field: tag 0, size 13, epoch, end offset, its own empty tags.
+			e.uv(1)
+			e.uv(0)
+			e.uv(4 + 8 + 1)
+			e.i32(p.divergingEpoch)
+			e.i64(p.divergingEnd)
+			e.tags()
+		} else {
+			e.tags()
+		}
+	}
+}
+
+// split cuts the encoded bytes at the file ranges: the body is the bytes before each cut,
+// the cut's file range, and the bytes after the last.
+func (e *fetchEncoder) split() []Part {
 	parts := e.parts[:0]
 	prev := 0
 	for _, c := range e.cuts {

@@ -37,7 +37,8 @@ const defaultAdminTimeout = 30 * time.Second
 // resource concurrently, and then the change is answered as done all the same.
 const configVisibleTimeout = 5 * time.Second
 
-// imagePoll is the longest the metadata wait sleeps between looks at the image.
+// imagePoll bounds each wait for the next image, so the metadata wait looks again at least
+// this often.
 const imagePoll = 20 * time.Millisecond
 
 // errTimedOut is REQUEST_TIMED_OUT, the code of every item the controller did not decide in
@@ -72,12 +73,6 @@ func (h *Handler) forward(ctx context.Context, req kmsg.Request) (kmsg.Response,
 	return resp, nil
 }
 
-// imageWaiter is what metadata.Publisher offers to wait for the next published image (the
-// single-node Store has no such method: the wait then polls).
-type imageWaiter interface {
-	WaitForOffset(ctx context.Context, offset int64) error
-}
-
 // awaitMetadata returns once this broker's metadata image satisfies cond, and the
 // image's subscribers (partitions opened or closed, configs applied) have run, or with
 // REQUEST_TIMED_OUT when ctx ends or timeout (if positive) passes first. cond must be
@@ -88,36 +83,21 @@ func (h *Handler) awaitMetadata(ctx context.Context, cond func(*metadata.Image) 
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	w, _ := any(h.Meta).(imageWaiter)
-	pause := time.Millisecond
 	for {
 		im := h.Meta.Image()
 		if cond(im) {
-			if w == nil {
-				return nil
-			}
-			if err := w.WaitForOffset(ctx, im.Offset); err != nil {
+			if err := h.Meta.WaitForOffset(ctx, im.Offset); err != nil {
 				return fmt.Errorf("%w: waiting for metadata offset %d on broker %d: %v", errTimedOut, im.Offset, h.NodeID, err)
 			}
 			return nil
 		}
-		if w != nil {
-			// Wake on the next image; the short bound only guards against a publisher
-			// replaced under us.
-			wctx, cancel := context.WithTimeout(ctx, imagePoll)
-			err := w.WaitForOffset(wctx, im.Offset+1)
-			cancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("%w: %v", errTimedOut, err)
-			}
-		} else {
-			t := time.NewTimer(pause)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-			pause = min(2*pause, imagePoll)
+		// Wake on the next image; the short bound only guards against a publisher replaced
+		// under us.
+		wctx, cancel := context.WithTimeout(ctx, imagePoll)
+		err := h.Meta.WaitForOffset(wctx, im.Offset+1)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: %v", errTimedOut, err)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: broker %d's metadata does not show the change yet", errTimedOut, h.NodeID)

@@ -16,6 +16,7 @@ import (
 	"github.com/gregor-project/gregor/internal/fetchsession"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
@@ -48,6 +49,11 @@ type Handler struct {
 	NodeID    int32
 	ClusterID string
 	Rack      string
+	// Topics are the per-topic BrokerTopicMetrics Produce and Fetch count into; nil: none.
+	Topics *observe.Topics
+	// fetchesWaiting is the Fetch requests parked (long poll) now: the Fetch purgatory's
+	// size (FetchesWaiting).
+	fetchesWaiting atomic.Int64
 	// replicationQuota is the leader's replication quota (replicationquota.go).
 	replicationQuota leaderQuota
 	// autoCreation is Metadata's auto-creation of topics (autocreate.go).
@@ -57,6 +63,10 @@ type Handler struct {
 	// sessions is the fetch session cache (fetchsession.go), made on first use.
 	sessions     *fetchsession.Cache
 	sessionsOnce sync.Once
+	// pids is the block of producer ids handed to idempotent producers (initproducerid.go),
+	// made on first use.
+	pids     *ProducerIDs
+	pidsOnce sync.Once
 	// authz is the standard authorizer of the last image asked about (authorize.go).
 	authz atomic.Pointer[authzState]
 }
@@ -82,70 +92,9 @@ type BrokerChannel interface {
 	Request(ctx context.Context, node int32, req kmsg.Request) (kmsg.Response, error)
 }
 
-// api is one served API key: its version range and handler.
-type api struct {
-	min, max int16
-	handle   func(h *Handler, ctx context.Context, c *Conn, req kmsg.Request) Reply
-}
-
-// apis lists every API key served, with the versions each file implements.
-var apis map[int16]api
-
-func init() {
-	apis = map[int16]api{
-		kmsg.ApiVersions.Int16():                  {0, 3, handleApiVersions},
-		kmsg.Metadata.Int16():                     {0, 12, handleMetadata},
-		kmsg.Produce.Int16():                      {0, 12, handleProduce},
-		kmsg.Fetch.Int16():                        {0, 17, handleFetch},
-		kmsg.ListOffsets.Int16():                  {0, 9, handleListOffsets},
-		kmsg.CreateTopics.Int16():                 {0, 7, handleCreateTopics},
-		kmsg.DeleteTopics.Int16():                 {0, 6, handleDeleteTopics},
-		kmsg.CreatePartitions.Int16():             {0, 3, handleCreatePartitions},
-		kmsg.DescribeConfigs.Int16():              {0, 4, handleDescribeConfigs},
-		kmsg.AlterConfigs.Int16():                 {0, 2, handleAlterConfigs},
-		kmsg.IncrementalAlterConfigs.Int16():      {0, 1, handleIncrementalAlterConfigs},
-		kmsg.DeleteRecords.Int16():                {0, 2, handleDeleteRecords},
-		kmsg.DescribeCluster.Int16():              {0, 1, handleDescribeCluster},
-		kmsg.DescribeLogDirs.Int16():              {0, 4, handleDescribeLogDirs},
-		kmsg.AlterReplicaLogDirs.Int16():          {0, 2, handleAlterReplicaLogDirs},
-		kmsg.InitProducerID.Int16():               {0, 5, handleInitProducerID},
-		kmsg.FindCoordinator.Int16():              {0, 6, handleFindCoordinator},
-		kmsg.JoinGroup.Int16():                    {0, 9, handleJoinGroup},
-		kmsg.SyncGroup.Int16():                    {0, 5, handleSyncGroup},
-		kmsg.Heartbeat.Int16():                    {0, 4, handleHeartbeat},
-		kmsg.LeaveGroup.Int16():                   {0, 5, handleLeaveGroup},
-		kmsg.OffsetCommit.Int16():                 {0, 9, handleOffsetCommit},
-		kmsg.OffsetFetch.Int16():                  {0, 9, handleOffsetFetch},
-		kmsg.TxnOffsetCommit.Int16():              {0, 5, handleTxnOffsetCommit},
-		kmsg.OffsetDelete.Int16():                 {0, 0, handleOffsetDelete},
-		kmsg.DescribeGroups.Int16():               {0, 5, handleDescribeGroups},
-		kmsg.ListGroups.Int16():                   {0, 5, handleListGroups},
-		kmsg.DeleteGroups.Int16():                 {0, 2, handleDeleteGroups},
-		kmsg.ConsumerGroupHeartbeat.Int16():       {0, 1, handleConsumerGroupHeartbeat},
-		kmsg.ConsumerGroupDescribe.Int16():        {0, 1, handleConsumerGroupDescribe},
-		kmsg.AddPartitionsToTxn.Int16():           {0, 5, handleAddPartitionsToTxn},
-		kmsg.AddOffsetsToTxn.Int16():              {0, 4, handleAddOffsetsToTxn},
-		kmsg.EndTxn.Int16():                       {0, 5, handleEndTxn},
-		kmsg.WriteTxnMarkers.Int16():              {0, 2, handleWriteTxnMarkers},
-		kmsg.DescribeTransactions.Int16():         {0, 0, handleDescribeTransactions},
-		kmsg.ListTransactions.Int16():             {0, 2, handleListTransactions},
-		kmsg.DescribeProducers.Int16():            {0, 0, handleDescribeProducers},
-		kmsg.DescribeACLs.Int16():                 {0, 3, handleDescribeACLs},
-		kmsg.CreateACLs.Int16():                   {0, 3, handleCreateACLs},
-		kmsg.DeleteACLs.Int16():                   {0, 3, handleDeleteACLs},
-		kmsg.DescribeUserSCRAMCredentials.Int16(): {0, 0, handleDescribeUserSCRAMCredentials},
-		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, handleAlterUserSCRAMCredentials},
-		kmsg.SASLHandshake.Int16():                {0, 1, handleSaslHandshake},
-		kmsg.SASLAuthenticate.Int16():             {0, 2, handleSaslAuthenticate},
-		kmsg.DescribeClientQuotas.Int16():         {0, 1, handleDescribeClientQuotas},
-		kmsg.AlterClientQuotas.Int16():            {0, 1, handleAlterClientQuotas},
-	}
-}
-
 // Versions reports the served version range of an API key.
 func (h *Handler) Versions(key int16) (int16, int16, bool) {
-	a, ok := apis[key]
-	return a.min, a.max, ok
+	return apis.Versions(key)
 }
 
 // MaxRequestBytes is socket.request.max.bytes.
@@ -153,7 +102,7 @@ func (h *Handler) MaxRequestBytes() int32 { return h.Cfg.Current().SocketRequest
 
 // Handle answers one request whose key and version were checked against Versions.
 func (h *Handler) Handle(ctx context.Context, c *Conn, req kmsg.Request) Reply {
-	return h.withRequestQuota(ctx, c, req, apis[req.Key()].handle)
+	return h.withRequestQuota(ctx, c, req, apis[req.Key()].Handle)
 }
 
 func msg(r kmsg.Response) Reply { return Reply{Msg: r} }

@@ -3,10 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -119,31 +116,9 @@ func (h *Handler) allocateProducerIDs(ctx context.Context) (start, n int64, err 
 	return resp.ProducerIDStart, int64(resp.ProducerIDLen), nil
 }
 
-// producerIDBlocks holds each Handler's ProducerIDs without keeping the Handler alive (the
-// entry goes when the Handler is collected). Handler has no field for it; an integrator
-// who adds one replaces this map.
-var producerIDBlocks struct {
-	sync.Mutex
-	m map[weak.Pointer[Handler]]*ProducerIDs
-}
-
-// producerIDs returns h's block, created on first use.
+// producerIDs returns h's block, created on first use (Handler is built as a literal, so
+// the block is made lazily, as the fetch session cache is).
 func (h *Handler) producerIDs() *ProducerIDs {
-	k := weak.Make(h)
-	producerIDBlocks.Lock()
-	defer producerIDBlocks.Unlock()
-	if p := producerIDBlocks.m[k]; p != nil {
-		return p
-	}
-	if producerIDBlocks.m == nil {
-		producerIDBlocks.m = map[weak.Pointer[Handler]]*ProducerIDs{}
-	}
-	p := NewProducerIDs()
-	producerIDBlocks.m[k] = p
-	runtime.AddCleanup(h, func(k weak.Pointer[Handler]) {
-		producerIDBlocks.Lock()
-		delete(producerIDBlocks.m, k)
-		producerIDBlocks.Unlock()
-	}, k)
-	return p
+	h.pidsOnce.Do(func() { h.pids = NewProducerIDs() })
+	return h.pids
 }

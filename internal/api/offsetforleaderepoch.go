@@ -18,11 +18,6 @@ import (
 // current_leader_epoch check from v2 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). An epoch
 // the log cannot place is answered -1/-1 without an error.
 
-func init() {
-	// The table in handler.go is built by its own init, which runs first (file order).
-	apis[kmsg.OffsetForLeaderEpoch.Int16()] = api{0, 4, handleOffsetForLeaderEpoch}
-}
-
 func handleOffsetForLeaderEpoch(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)

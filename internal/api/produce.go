@@ -10,6 +10,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 )
 
@@ -63,7 +64,12 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 		}
 	}
 	writable := h.authorizedNames(c, kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic)
+	im := h.Meta.Image()
 	for ti, rt := range req.Topics {
+		var tc *observe.TopicCounters // nil for a name that is no topic: no series made for it
+		if h.Topics != nil && im.Topic(rt.Topic) != nil {
+			tc = h.Topics.For(rt.Topic)
+		}
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
@@ -95,7 +101,11 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 			if err != nil {
 				failed = true
 				h.produceFailed(&sp, rt.Topic, err)
+				tc.ProduceFailed(rejectedBytes(sp.ErrorCode, rp.Records))
 			} else {
+				if !transactional {
+					tc.Produced(recordCount(hdrs), len(rp.Records))
+				}
 				sp.BaseOffset = res.BaseOffset
 				sp.LogAppendTime = res.LogAppendTime
 				sp.LogStartOffset = res.LogStartOffset
@@ -114,16 +124,40 @@ func handleProduce(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Rep
 		// No response; a failure closes the connection so the producer notices (as Kafka).
 		return h.throttleProduce(c, req, busy, Reply{None: true, Close: failed})
 	}
+	var waited time.Duration
 	if len(waits) > 0 {
 		// The records are in the log: the request's bytes are not read again, and its buffer
 		// must not stay held while the followers catch up (their fetches need pool memory too).
 		c.FreeRequest()
+		w := h.Now()
 		h.awaitCommit(ctx, resp, waits, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		waited = h.Now().Sub(w)
 	}
 	if failed && req.Version >= 10 {
 		h.produceLeaderHints(resp, h.listenerOf(c))
 	}
-	return h.throttleProduce(c, req, busy, msg(resp))
+	reply := h.throttleProduce(c, req, busy, msg(resp))
+	reply.Remote = waited
+	return reply
+}
+
+// recordCount is the records of a partition's batches (MessagesInPerSec counts records).
+func recordCount(hdrs []batch.Header) int {
+	n := 0
+	for i := range hdrs {
+		n += int(hdrs[i].RecordCount)
+	}
+	return n
+}
+
+// rejectedBytes is the bytes of a partition's records refused as too large or invalid, as
+// Kafka's BytesRejectedPerSec counts them; 0 for any other failure.
+func rejectedBytes(errCode int16, records []byte) int {
+	switch errCode {
+	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code, kerr.CorruptMessage.Code, kerr.InvalidRecord.Code:
+		return len(records)
+	}
+	return 0
 }
 
 // collapseDuplicatePartitions leaves each partition of req named once, as Kafka's

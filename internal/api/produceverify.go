@@ -88,11 +88,14 @@ func (h *Handler) appendTransactional(ctx context.Context, req *kmsg.ProduceRequ
 		if err == nil {
 			res, err = pa.p.AppendVerified(pa.raw, pa.hdrs, now, -1, req.Acks == -1, int64(req.TimeoutMillis), guards[i])
 		}
+		tc := h.Topics.For(st.Topic)
 		if err != nil {
 			failed = true
 			h.produceFailed(sp, st.Topic, err)
+			tc.ProduceFailed(rejectedBytes(sp.ErrorCode, pa.raw))
 			continue
 		}
+		tc.Produced(recordCount(pa.hdrs), len(pa.raw))
 		sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
 		if res.Wait != nil {
 			waits = append(waits, produceWait{topic: pa.topic, part: pa.part, ch: res.Wait})

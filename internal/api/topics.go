@@ -148,7 +148,7 @@ func (h *Handler) createTopics(ctx context.Context, specs []topicSpec, validateO
 		return out
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(apis[kmsg.CreateTopics.Int16()].max)
+	req.SetVersion(apis.MaxVersion(kmsg.CreateTopics.Int16()))
 	req.ValidateOnly = validateOnly
 	if dl, ok := ctx.Deadline(); ok {
 		req.TimeoutMillis = int32(min(max(time.Until(dl).Milliseconds(), 1), math.MaxInt32))

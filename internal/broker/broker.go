@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -32,6 +33,7 @@ import (
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/server"
@@ -102,6 +104,25 @@ type Broker struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	dial     wire.DialFunc           // Options.Dial (nil: net.Dialer)
+	preBound map[string]net.Listener // Options.Listeners, taken by the bind functions
+	campaign bool                    // Options.CampaignAtStart
+	// noControlled skips Close's controlled shutdown (CloseUncontrolled); set before the
+	// Close it is for.
+	noControlled bool
+	// metrics are the node's metrics (observe.go), made before anything starts; http serves
+	// them (nil when http.listener is empty) from before Start assigns the broker's parts,
+	// so a scrape reads only the parts published by these flags (each stored after the
+	// fields it guards are written, never cleared): quorumUp (quorum), serving (replicas,
+	// handler, servers: start-up is over). caughtUpOnce and closing feed /readyz too: the
+	// metadata log was replayed at start; Close began.
+	metrics      *observe.Metrics
+	http         *observe.Server
+	quorumUp     atomic.Bool
+	caughtUpOnce atomic.Bool
+	serving      atomic.Bool
+	closing      atomic.Bool
 }
 
 // Failed is closed when the node cannot go on (its controller cannot write its log) and
@@ -142,12 +163,46 @@ type Options struct {
 	// until restarted. nil keeps the broker running with the partition offline
 	// (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
 	OnLogDirFailure func(dir string, err error)
+	// Dial, if set, opens every connection this node makes to another node (the controller
+	// quorum's raft peers and controller APIs, replication fetches, transaction markers and
+	// other broker-to-broker requests); TLS and SASL run over what it returns. nil: a
+	// net.Dialer. The embed package routes a node's connections through it to cut the node
+	// off from the others (a network partition) while its clients stay connected.
+	Dial wire.DialFunc
+	// Listeners are already-bound listeners by listener name, used instead of binding that
+	// listener's address (the embed package binds a cluster's ports before any node starts,
+	// so no other process can take one meanwhile). The broker closes them on Close.
+	Listeners map[string]net.Listener
+	// CampaignAtStart makes this node, a voter of a new controller quorum, campaign for the
+	// leadership as it starts instead of after an election timeout (quorum.Config): for the
+	// voters of a cluster started together in one process (embed), where waiting only
+	// delays the first leader.
+	CampaignAtStart bool
+	// Started, if set, is called with the broker once it serves, before Start returns: how
+	// a caller that starts the broker through another package's API (the project's tests,
+	// through embed) gets hold of it.
+	Started func(*Broker)
+}
+
+type optionsKey struct{}
+
+// WithOptions returns ctx carrying edit, which Start applies to its Options when ctx is
+// Options.Ctx (after the caller's own settings). It is how the project's tests pass, through
+// the public embed API, what that API does not expose: a fault-injecting FS, Started. Being
+// in an internal package, it is not reachable from outside the module.
+func WithOptions(ctx context.Context, edit func(*Options)) context.Context {
+	return context.WithValue(ctx, optionsKey{}, edit)
 }
 
 // Start opens the data directory (formatting it on first start, recovering it after an
 // unclean stop), joins the cluster and starts serving. It returns once the broker is
 // unfenced and serving, or with the error that stopped it.
 func Start(cfg *config.Broker, opt Options) (*Broker, error) {
+	if opt.Ctx != nil {
+		if edit, ok := opt.Ctx.Value(optionsKey{}).(func(*Options)); ok {
+			edit(&opt)
+		}
+	}
 	fs := opt.FS
 	if fs == nil {
 		fs = storage.OS
@@ -176,6 +231,8 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		// before any log opens; the partition's directory is in its log dir
 		logs.OnLogOffline = func(partDir string, err error) { on(filepath.Dir(partDir), err) }
 	}
+	metrics := observe.New()
+	logs.OnFlush = metrics.Log.Flushed
 	clusterID, err := format(logs, cfg, log)
 	if err == nil && cfg.MetadataLogDir != "" && !logs.HasDir(cfg.MetadataLogDir) {
 		err = storage.FormatMetadataDir(fs, filepath.Clean(cfg.MetadataLogDir), clusterID, cfg.NodeID)
@@ -187,14 +244,23 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: log, fs: fs, logs: logs, clusterID: clusterID,
 		incarnation: newIncarnation(), kickHeartbeat: make(chan struct{}, 1),
-		meta: metadata.NewPublisher(), failed: make(chan struct{}),
+		meta: metadata.NewPublisher(), failed: make(chan struct{}), metrics: metrics,
+		dial: opt.Dial, preBound: maps.Clone(opt.Listeners), campaign: opt.CampaignAtStart,
 	}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	metrics.Watch(metricsSource{b})
+	if err := b.startHTTP(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	if err := b.start(startCtx); err != nil {
 		b.Close()
 		return nil, err
+	}
+	if opt.Started != nil {
+		opt.Started(b)
 	}
 	return b, nil
 }
@@ -228,7 +294,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.ctrl = client.New(client.Config{
 		Voters: voters, NodeID: cfg.NodeID, ClusterID: b.clusterID, Logger: log, RequestTimeout: b.requestTimeout(),
 		Dial: func(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
-			return wire.DialSecure(ctx, addr, clientID, ctrlClient)
+			return wire.DialVia(ctx, b.dial, addr, clientID, ctrlClient)
 		},
 	})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
@@ -245,7 +311,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.handler = &api.Handler{
 		Cfg: cfg, Meta: b.meta, Replicas: b.replicas, Logs: b.logs, Log: log, Now: time.Now,
 		NodeID: cfg.NodeID, ClusterID: b.clusterID, Rack: cfg.BrokerRack, Controller: b.ctrl,
-		Listeners: listenerStores{b},
+		Listeners: listenerStores{b}, Topics: b.metrics.Topics,
 	}
 	if err := b.bindListeners(); err != nil {
 		return err
@@ -263,6 +329,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		AlterPartition: b.alterPartition,
 		Eligible:       b.eligible,
 		TopicID:        b.topicID,
+		ISRChanges:     b.metrics.Replica,
 	})
 	b.fetchers = replica.NewFetchers(replica.FetcherOptions{
 		LocalID:          cfg.NodeID,
@@ -278,10 +345,13 @@ func (b *Broker) start(startCtx context.Context) error {
 		Dial: func(ctx context.Context, addr string) (*wire.Conn, error) {
 			return b.dialBroker(ctx, addr, fmt.Sprintf("gregor-replica-%d", cfg.NodeID))
 		},
-		Log: log,
+		Log:    log,
+		Topics: b.metrics.Topics,
 	})
+	groupCfg := group.ConfigFrom(cfg)
+	groupCfg.OnRebalance = b.metrics.Groups.Rebalanced
 	b.handler.Groups = group.NewCoordinator(group.Options{
-		Config: group.ConfigFrom(cfg), Replicas: b.replicas, Log: log, Manual: true,
+		Config: groupCfg, Replicas: b.replicas, Log: log, Manual: true,
 		EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics,
 	})
 	if err := b.handler.Groups.Start(); err != nil {
@@ -309,6 +379,13 @@ func (b *Broker) start(startCtx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+	if b.soleVoter {
+		// Registering before this node's own quorum has a leader would only be refused and
+		// retried after a backoff.
+		if err := b.quorum.WaitActive(ctx); err != nil {
+			return fmt.Errorf("waiting for the controller to start: %w", err)
+		}
+	}
 	if err := b.register(ctx); err != nil {
 		return fmt.Errorf("registering with the controller quorum: %w", err)
 	}
@@ -328,6 +405,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		return err
 	}
 	b.serve()
+	b.serving.Store(true)
 	b.startLoops(b.ctx)
 	log.Info("broker started", "node_id", cfg.NodeID, "cluster_id", b.clusterID, "broker_epoch", b.epoch.Load())
 	return nil
@@ -423,10 +501,14 @@ func (b *Broker) bindListeners() error {
 		}
 		b.listenerSec[l.Name] = sec
 		s := server.New(l.Name, b.handler, b.log)
+		s.SetMetrics(b.metrics.Requests)
 		s.SetLimits(limits)
 		s.SetSecurity(sec)
-		addr, err := s.Listen(l.Addr())
-		if err != nil {
+		var addr net.Addr
+		if ln := b.takeListener(l.Name); ln != nil {
+			s.Use(ln)
+			addr = ln.Addr()
+		} else if addr, err = s.Listen(l.Addr()); err != nil {
 			return fmt.Errorf("listeners %s: %w", l, err)
 		}
 		b.servers = append(b.servers, s)
@@ -438,6 +520,14 @@ func (b *Broker) bindListeners() error {
 		return errors.New("listeners: no broker listener configured")
 	}
 	return nil
+}
+
+// takeListener returns the pre-bound listener of the named listener (Options.Listeners), or
+// nil; it is taken once, and Close closes the ones never taken.
+func (b *Broker) takeListener(name string) net.Listener {
+	ln := b.preBound[name]
+	delete(b.preBound, name)
+	return ln
 }
 
 // serverLimits are the connection limits of cfg, with a new memory pool: one per set of
@@ -483,7 +573,12 @@ func (b *Broker) advertisedEndpoint(l config.Listener) (string, int32) {
 }
 
 // Addr is the first broker listener's bound address.
-func (b *Broker) Addr() net.Addr { return b.addrs[0] }
+func (b *Broker) Addr() net.Addr {
+	if len(b.addrs) == 0 {
+		return nil // a controller-only node serves no clients
+	}
+	return b.addrs[0]
+}
 
 // ListenerAddr is the bound address of the named broker listener (nil if there is none).
 func (b *Broker) ListenerAddr(name string) net.Addr { return b.bound[name] }
@@ -503,10 +598,19 @@ func (b *Broker) Metadata() *metadata.Publisher { return b.meta }
 // state, flush and checkpoint every log and write the clean-shutdown marker.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		b.closing.Store(true)
+		// The http listener goes first, waiting for the scrapes in progress: none may read
+		// the parts closed below.
+		if b.http != nil {
+			if err := b.http.Close(); err != nil {
+				b.log.Warn("closing the http listener", "err", err)
+			}
+		}
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()
 		}
 		switch {
+		case b.noControlled:
 		case b.soleVoter && b.quorum.Err() != nil:
 			b.log.Warn("no controlled shutdown: this node was the only controller, and it failed")
 		case len(b.servers) > 0 && b.epoch.Load() >= 0 && !b.fenced.Load():
@@ -543,7 +647,11 @@ func (b *Broker) Close() error {
 		}
 		b.wg.Wait()
 		if b.quorum != nil {
-			if err := b.quorum.Close(); err != nil {
+			closeQuorum := b.quorum.Close
+			if b.noControlled {
+				closeQuorum = b.quorum.CloseNoHandOff // every voter stops: none takes over
+			}
+			if err := closeQuorum(); err != nil {
 				b.log.Error("closing the controller failed", "err", err)
 			}
 		}
@@ -555,11 +663,25 @@ func (b *Broker) Close() error {
 		} else {
 			b.err = b.logs.Close()
 		}
+		for _, ln := range b.preBound {
+			ln.Close() // bound for a listener start-up never reached
+		}
 		if b.err == nil {
 			b.log.Info("shut down cleanly")
 		}
 	})
 	return b.err
+}
+
+// CloseUncontrolled is Close without the controlled shutdown and without handing the
+// controller's leadership off: for the nodes of a cluster that stops as a whole, where no
+// broker stays to take leaderships over and no voter to lead, and the last ones to stop
+// would wait out a deadline for a quorum that is already gone. Everything else (flushes,
+// checkpoints, the clean-shutdown marker) is as Close.
+// Call one of Close and CloseUncontrolled, once, from one goroutine.
+func (b *Broker) CloseUncontrolled() error {
+	b.noControlled = true
+	return b.Close()
 }
 
 // newClusterID returns a Kafka-style cluster id: 16 random bytes, URL-safe base64.

@@ -48,9 +48,12 @@ func (b *Broker) bindController() ([]config.Voter, net.Listener, error) {
 		l, _ := b.cfg.ControllerListener()
 		addr = l.Addr()
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("controller listener %s: %w", addr, err)
+	ln := b.takeListener(b.controllerListenerName())
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, nil, fmt.Errorf("controller listener %s: %w", addr, err)
+		}
 	}
 	if len(voters) == 0 {
 		port := ln.Addr().(*net.TCPAddr).Port
@@ -68,6 +71,9 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 	if peer != nil {
 		ln = tls.NewListener(ln, peer.ServerConfig())
 		dial = peer.Dial
+		if b.dial != nil {
+			dial = func(ctx context.Context, addr string) (net.Conn, error) { return peer.DialVia(ctx, b.dial, addr) }
+		}
 		admit = func(c net.Conn) error {
 			st, ok := server.TLSState(c)
 			if !ok {
@@ -76,17 +82,23 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 			return peer.VerifyPeer(st)
 		}
 	}
+	if dial == nil && b.dial != nil {
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return b.dial(ctx, "tcp", addr) }
+	}
 	b.ctrlMux = server.NewMux(ln, quorum.HelloMagic, b.log)
 	node, err := quorum.Start(quorum.Config{
-		NodeID:    cfg.NodeID,
-		Voters:    voters,
-		ClusterID: b.clusterID,
-		Dir:       metadataLogDir(cfg),
-		FS:        b.fs,
-		Listener:  b.ctrlMux.Matched(),
-		Dial:      dial,
-		Admit:     admit,
-		Logger:    b.log,
+		NodeID:          cfg.NodeID,
+		Voters:          voters,
+		ClusterID:       b.clusterID,
+		Dir:             metadataLogDir(cfg),
+		FS:              b.fs,
+		Listener:        b.ctrlMux.Matched(),
+		Dial:            dial,
+		Admit:           admit,
+		Logger:          b.log,
+		CampaignAtStart: b.campaign,
+		// raft-metrics commit-latency
+		CommitLatency: b.metrics.Raft.Committed,
 		// auto.leader.rebalance.enable: the active controller moves leadership back to
 		// preferred replicas when a broker's share of misplaced leaders passes the limit.
 		AutoLeaderRebalance:    cfg.AutoLeaderRebalanceEnable,
@@ -107,6 +119,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		return err
 	}
 	b.quorum = node
+	b.quorumUp.Store(true) // the metrics may read b.quorum from now on
 	b.soleVoter = len(voters) == 1
 	go b.watchController(node)
 	name := b.controllerListenerName()
@@ -119,6 +132,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		Logger:              b.log,
 	})
 	srv := server.New(name, h, b.log)
+	srv.SetMetrics(b.metrics.Requests) // BrokerHeartbeat, AlterPartition, ... timed with the rest
 	srv.SetLimits(serverLimits(cfg))
 	if peer != nil {
 		srv.SetSecurityAfterTLS(sec)

@@ -45,6 +45,7 @@ func (b *Broker) catchUp(ctx context.Context) error {
 		}
 	}
 	b.caughtUp = true
+	b.caughtUpOnce.Store(true)
 	b.reconcile(nil, b.meta.Image())
 	return nil
 }
@@ -268,6 +269,7 @@ func (b *Broker) removePartition(topic string, idx int32, p *replica.Partition) 
 }
 
 func (b *Broker) dropTopic(t *metadata.Topic) {
+	b.metrics.Topics.Forget(t.Name) // as Kafka removes a deleted topic's metrics
 	for i := range t.Parts {
 		if p := b.replicas.Get(t.Name, int32(i)); p != nil {
 			b.removePartition(t.Name, int32(i), p)

@@ -201,7 +201,7 @@ func (b *Broker) interBrokerClient() (*security.Client, error) {
 
 // dialBroker connects to another broker on the inter-broker listener.
 func (b *Broker) dialBroker(ctx context.Context, addr, clientID string) (*wire.Conn, error) {
-	return wire.DialSecure(ctx, addr, clientID, b.interSec.Load())
+	return wire.DialVia(ctx, b.dial, addr, clientID, b.interSec.Load())
 }
 
 // scramCredentials finds SCRAM credentials in the broker's metadata image, where

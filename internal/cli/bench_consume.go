@@ -77,29 +77,9 @@ func recordsPresent(ctx context.Context, adm *kadm.Client, topic string) (int64,
 // every partition (direct assignment, no group) and measures throughput.
 // Bytes count keys plus values.
 func RunConsumeBench(ctx context.Context, o ConsumeBenchOptions) (BenchResult, error) {
-	if o.Topic == "" {
-		return BenchResult{}, errors.New("no topic given")
-	}
-	if o.Records < 0 {
-		return BenchResult{}, errors.New("records must not be negative")
-	}
-	if o.ReadCommitted && o.Records == 0 {
-		return BenchResult{}, errors.New("read_committed needs --records (transaction markers take offsets)")
-	}
-	opts := []kgo.Opt{
-		kgo.ClientID("gregor-bench"),
-		kgo.ConsumeTopics(o.Topic),
-		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500 * time.Millisecond),
-	}
-	if o.ReadCommitted {
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	if o.FetchMaxBytes > 0 {
-		opts = append(opts, kgo.FetchMaxBytes(o.FetchMaxBytes), kgo.BrokerMaxReadBytes(max(o.FetchMaxBytes*2, 100<<20)))
-	}
-	if o.FetchMaxPartitionBytes > 0 {
-		opts = append(opts, kgo.FetchMaxPartitionBytes(o.FetchMaxPartitionBytes))
+	opts, err := consumeBenchOptions(o)
+	if err != nil {
+		return BenchResult{}, err
 	}
 	cl, err := newKgoClient(o.Brokers, append(opts, o.ExtraOpts...)...)
 	if err != nil {
@@ -120,69 +100,97 @@ func RunConsumeBench(ctx context.Context, o ConsumeBenchOptions) (BenchResult, e
 		}
 	}
 
-	var (
-		hist     latencyHistogram
-		n        atomic.Int64 // read by the progress goroutine
-		bytes    atomic.Int64
-		lastN    int64 // progress goroutine only
-		lastB    int64 // progress goroutine only
-		base     = time.Now()
-		lastRecv = base
-	)
-	progress := startProgress(o.ReportInterval, func(window time.Duration) {
-		_, avg, maxLat := hist.takeWindow()
-		curN, curB := n.Load(), bytes.Load()
-		wn, wb := curN-lastN, curB-lastB
-		lastN, lastB = curN, curB
-		if o.Progress == nil {
-			return
-		}
-		secs := window.Seconds()
-		o.Progress(BenchProgress{
-			Elapsed:       time.Since(base),
-			Records:       curN,
-			WindowRecords: wn,
-			RecordsPerSec: float64(wn) / secs,
-			MBPerSec:      float64(wb) / mib / secs,
-			AvgLatencyMs:  ms(avg),
-			MaxLatencyMs:  ms(maxLat),
-		})
-	})
+	b := &consumeBench{cl: cl, o: o, target: target, base: time.Now()}
+	b.lastRecv = b.base
+	progress := startProgress(o.ReportInterval, b.reportProgress)
 	defer progress.stop()
+	runErr := b.consume(ctx)
+	elapsed := b.lastRecv.Sub(b.base)
+	progress.stop()
 
-	var runErr error
-	for n.Load() < target {
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if o.IdleTimeout > 0 {
-			pollCtx, cancel = context.WithDeadline(ctx, lastRecv.Add(o.IdleTimeout))
-		}
-		fs := cl.PollFetches(pollCtx)
-		cancel()
-		now := time.Now()
-		got := int64(0)
-		fs.EachRecord(func(r *kgo.Record) {
-			if n.Load()+got >= target {
-				return
-			}
-			got++
-			bytes.Add(int64(len(r.Key) + len(r.Value)))
-			hist.record(now.Sub(r.Timestamp))
-		})
-		n.Add(got)
-		if got > 0 {
-			lastRecv = now
-		}
+	res := BenchResult{Records: b.n.Load(), Bytes: b.bytes.Load(), Latency: b.hist.stats()}
+	res.rates(elapsed)
+	return res, runErr
+}
+
+// consumeBenchOptions checks o and returns the client options it asks for.
+func consumeBenchOptions(o ConsumeBenchOptions) ([]kgo.Opt, error) {
+	if o.Topic == "" {
+		return nil, errors.New("no topic given")
+	}
+	if o.Records < 0 {
+		return nil, errors.New("records must not be negative")
+	}
+	if o.ReadCommitted && o.Records == 0 {
+		return nil, errors.New("read_committed needs --records (transaction markers take offsets)")
+	}
+	opts := []kgo.Opt{
+		kgo.ClientID("gregor-bench"),
+		kgo.ConsumeTopics(o.Topic),
+		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if o.ReadCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	if o.FetchMaxBytes > 0 {
+		opts = append(opts, kgo.FetchMaxBytes(o.FetchMaxBytes), kgo.BrokerMaxReadBytes(max(o.FetchMaxBytes*2, 100<<20)))
+	}
+	if o.FetchMaxPartitionBytes > 0 {
+		opts = append(opts, kgo.FetchMaxPartitionBytes(o.FetchMaxPartitionBytes))
+	}
+	return opts, nil
+}
+
+// consumeBench is one run of the consume benchmark. n and bytes are read by the progress
+// goroutine, which alone uses lastN and lastB; the rest is the consuming goroutine's.
+type consumeBench struct {
+	cl       *kgo.Client
+	o        ConsumeBenchOptions
+	target   int64
+	hist     latencyHistogram
+	n        atomic.Int64
+	bytes    atomic.Int64
+	lastN    int64
+	lastB    int64
+	base     time.Time
+	lastRecv time.Time
+}
+
+// reportProgress passes the last window's figures to o.Progress.
+func (b *consumeBench) reportProgress(window time.Duration) {
+	_, avg, maxLat := b.hist.takeWindow()
+	curN, curB := b.n.Load(), b.bytes.Load()
+	wn, wb := curN-b.lastN, curB-b.lastB
+	b.lastN, b.lastB = curN, curB
+	if b.o.Progress == nil {
+		return
+	}
+	secs := window.Seconds()
+	b.o.Progress(BenchProgress{
+		Elapsed:       time.Since(b.base),
+		Records:       curN,
+		WindowRecords: wn,
+		RecordsPerSec: float64(wn) / secs,
+		MBPerSec:      float64(wb) / mib / secs,
+		AvgLatencyMs:  ms(avg),
+		MaxLatencyMs:  ms(maxLat),
+	})
+}
+
+// consume polls until target records are read. It stops early, with the reason, when ctx
+// ends, the client closes, no record came for o.IdleTimeout, or a fetch fails.
+func (b *consumeBench) consume(ctx context.Context) error {
+	for b.n.Load() < b.target {
+		fs := b.poll(ctx)
 		if ctx.Err() != nil {
-			runErr = ctx.Err()
-			break
+			return ctx.Err()
 		}
 		if fs.IsClientClosed() {
-			runErr = kgo.ErrClientClosed
-			break
+			return kgo.ErrClientClosed
 		}
-		if o.IdleTimeout > 0 && time.Since(lastRecv) >= o.IdleTimeout {
-			runErr = fmt.Errorf("no record for %v: read %d of %d records", o.IdleTimeout, n.Load(), target)
-			break
+		if b.o.IdleTimeout > 0 && time.Since(b.lastRecv) >= b.o.IdleTimeout {
+			return fmt.Errorf("no record for %v: read %d of %d records", b.o.IdleTimeout, b.n.Load(), b.target)
 		}
 		var fetchErr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -191,16 +199,36 @@ func RunConsumeBench(ctx context.Context, o ConsumeBenchOptions) (BenchResult, e
 			}
 		})
 		if fetchErr != nil {
-			runErr = fetchErr
-			break
+			return fetchErr
 		}
 	}
-	elapsed := lastRecv.Sub(base)
-	progress.stop()
+	return nil
+}
 
-	res := BenchResult{Records: n.Load(), Bytes: bytes.Load(), Latency: hist.stats()}
-	res.rates(elapsed)
-	return res, runErr
+// poll fetches once, waiting no longer than o.IdleTimeout past the last record, and counts
+// the records it got, up to target.
+func (b *consumeBench) poll(ctx context.Context) kgo.Fetches {
+	pollCtx, cancel := ctx, context.CancelFunc(func() {})
+	if b.o.IdleTimeout > 0 {
+		pollCtx, cancel = context.WithDeadline(ctx, b.lastRecv.Add(b.o.IdleTimeout))
+	}
+	fs := b.cl.PollFetches(pollCtx)
+	cancel()
+	now := time.Now()
+	got := int64(0)
+	fs.EachRecord(func(r *kgo.Record) {
+		if b.n.Load()+got >= b.target {
+			return
+		}
+		got++
+		b.bytes.Add(int64(len(r.Key) + len(r.Value)))
+		b.hist.record(now.Sub(r.Timestamp))
+	})
+	b.n.Add(got)
+	if got > 0 {
+		b.lastRecv = now
+	}
+	return fs
 }
 
 func newBenchConsumeCommand(cf *clientFlags) *cobra.Command {

@@ -140,50 +140,10 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 // acknowledgement). It returns the result even when some records failed,
 // together with an error describing the first failure.
 func RunProduceBench(ctx context.Context, o ProduceBenchOptions) (BenchResult, error) {
-	if o.Topic == "" {
-		return BenchResult{}, errors.New("no topic given")
-	}
-	if o.Records <= 0 || o.RecordSize < 0 {
-		return BenchResult{}, errors.New("records must be positive and record size non-negative")
-	}
-	if o.BatchMaxBytes <= 0 {
-		o.BatchMaxBytes = 1 << 20
-	}
-	// A record carries ~70 bytes of batch and record framing besides its
-	// value; one that cannot fit a batch would fail every send.
-	if int64(o.RecordSize)+128 > int64(o.BatchMaxBytes) {
-		return BenchResult{}, fmt.Errorf("record size %d does not fit batches of %d bytes: raise --batch-max-bytes", o.RecordSize, o.BatchMaxBytes)
-	}
-	if o.MaxBufferedRecords <= 0 {
-		o.MaxBufferedRecords = defaultMaxBuffered(o.RecordSize)
-	}
-	acks, err := acksOptions(o.Acks, !o.DisableIdempotence)
+	opts, err := produceBenchOptions(&o)
 	if err != nil {
 		return BenchResult{}, err
 	}
-	txnal := o.TransactionalID != ""
-	if txnal {
-		if o.TxnRecords <= 0 {
-			return BenchResult{}, errors.New("--txn-records must be positive with --transactional-id")
-		}
-		if o.DisableIdempotence || (o.Acks != "all" && o.Acks != "-1") {
-			return BenchResult{}, errors.New("a transactional producer needs acks=all and idempotence")
-		}
-		acks = append(acks, kgo.TransactionalID(o.TransactionalID))
-	}
-	comp, err := compressionOption(o.Compression)
-	if err != nil {
-		return BenchResult{}, err
-	}
-	opts := append(acks,
-		comp,
-		kgo.ClientID("gregor-bench"),
-		kgo.DefaultProduceTopic(o.Topic),
-		kgo.RecordPartitioner(keyPartitioner()),
-		kgo.ProducerBatchMaxBytes(o.BatchMaxBytes),
-		kgo.MaxBufferedRecords(o.MaxBufferedRecords),
-		kgo.ProducerLinger(o.Linger),
-	)
 	cl, err := newKgoClient(o.Brokers, append(opts, o.ExtraOpts...)...)
 	if err != nil {
 		return BenchResult{}, err
@@ -199,100 +159,173 @@ func RunProduceBench(ctx context.Context, o ProduceBenchOptions) (BenchResult, e
 		}
 	}
 
-	var (
-		hist     latencyHistogram
-		failed   atomic.Int64
-		firstErr atomic.Pointer[error]
-		pool     sync.Pool
-		payload  = benchPayload(o.RecordSize)
-		base     = time.Now()
-	)
-	pool.New = func() any {
-		br := new(benchRecord)
-		br.done = func(_ *kgo.Record, err error) {
-			lat := time.Since(base) - br.start
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, &err)
-			} else {
-				hist.record(lat)
-			}
-			pool.Put(br)
-		}
-		return br
-	}
-
-	var lastTotal int64
-	progress := startProgress(o.ReportInterval, func(window time.Duration) {
-		n, avg, maxLat := hist.takeWindow()
-		lastTotal += n
-		if o.Progress == nil {
-			return
-		}
-		secs := window.Seconds()
-		o.Progress(BenchProgress{
-			Elapsed:       time.Since(base),
-			Records:       lastTotal,
-			WindowRecords: n,
-			RecordsPerSec: float64(n) / secs,
-			MBPerSec:      float64(n) * float64(o.RecordSize) / mib / secs,
-			AvgLatencyMs:  ms(avg),
-			MaxLatencyMs:  ms(maxLat),
-		})
-	})
-
-	var txns int64
-	var txnErr error
-	// endTxn flushes the open transaction's records and commits it.
-	endTxn := func() {
-		if err := cl.Flush(ctx); err != nil {
-			txnErr = fmt.Errorf("flushing transaction %d: %w", txns+1, err)
-			return
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			txnErr = fmt.Errorf("committing transaction %d: %w", txns+1, err)
-			return
-		}
-		txns++
-	}
-	for i := int64(0); i < o.Records && ctx.Err() == nil && txnErr == nil; i++ {
-		if txnal && i%o.TxnRecords == 0 {
-			if i > 0 {
-				if endTxn(); txnErr != nil {
-					break
-				}
-			}
-			if err := cl.BeginTransaction(); err != nil {
-				txnErr = fmt.Errorf("beginning a transaction: %w", err)
-				break
-			}
-		}
-		if o.Throughput > 0 {
-			if d := throttleDelay(o.Throughput, i, time.Since(base)); d >= time.Millisecond {
-				sleepCtx(ctx, d)
-			}
-		}
-		br := pool.Get().(*benchRecord)
-		br.rec = kgo.Record{Topic: o.Topic, Value: payload}
-		br.start = time.Since(base)
-		cl.Produce(ctx, &br.rec, br.done)
-	}
+	b := newProduceBench(cl, o)
+	progress := startProgress(o.ReportInterval, b.reportProgress)
+	txnErr := b.produce(ctx)
 	var flushErr error
-	if txnal && txnErr == nil && ctx.Err() == nil {
-		endTxn()
+	if o.TransactionalID != "" && txnErr == nil && ctx.Err() == nil {
+		txnErr = b.endTxn(ctx)
 	} else {
 		flushErr = cl.Flush(ctx)
 	}
-	elapsed := time.Since(base)
+	elapsed := time.Since(b.base)
 	progress.stop()
+	return b.result(ctx, elapsed, txnErr, flushErr)
+}
 
-	res := BenchResult{
-		Records:      hist.count.Load(),
-		Failed:       failed.Load(),
-		Latency:      hist.stats(),
-		Transactions: txns,
+// produceBenchOptions checks o, fills in its defaults and returns the client options it
+// asks for.
+func produceBenchOptions(o *ProduceBenchOptions) ([]kgo.Opt, error) {
+	if o.Topic == "" {
+		return nil, errors.New("no topic given")
 	}
-	res.Bytes = res.Records * int64(o.RecordSize)
+	if o.Records <= 0 || o.RecordSize < 0 {
+		return nil, errors.New("records must be positive and record size non-negative")
+	}
+	if o.BatchMaxBytes <= 0 {
+		o.BatchMaxBytes = 1 << 20
+	}
+	// A record carries ~70 bytes of batch and record framing besides its
+	// value; one that cannot fit a batch would fail every send.
+	if int64(o.RecordSize)+128 > int64(o.BatchMaxBytes) {
+		return nil, fmt.Errorf("record size %d does not fit batches of %d bytes: raise --batch-max-bytes", o.RecordSize, o.BatchMaxBytes)
+	}
+	if o.MaxBufferedRecords <= 0 {
+		o.MaxBufferedRecords = defaultMaxBuffered(o.RecordSize)
+	}
+	acks, err := acksOptions(o.Acks, !o.DisableIdempotence)
+	if err != nil {
+		return nil, err
+	}
+	if o.TransactionalID != "" {
+		if o.TxnRecords <= 0 {
+			return nil, errors.New("--txn-records must be positive with --transactional-id")
+		}
+		if o.DisableIdempotence || (o.Acks != "all" && o.Acks != "-1") {
+			return nil, errors.New("a transactional producer needs acks=all and idempotence")
+		}
+		acks = append(acks, kgo.TransactionalID(o.TransactionalID))
+	}
+	comp, err := compressionOption(o.Compression)
+	if err != nil {
+		return nil, err
+	}
+	return append(acks,
+		comp,
+		kgo.ClientID("gregor-bench"),
+		kgo.DefaultProduceTopic(o.Topic),
+		kgo.RecordPartitioner(keyPartitioner()),
+		kgo.ProducerBatchMaxBytes(o.BatchMaxBytes),
+		kgo.MaxBufferedRecords(o.MaxBufferedRecords),
+		kgo.ProducerLinger(o.Linger),
+	), nil
+}
+
+// produceBench is one run of the produce benchmark. The produce callbacks (done, on the
+// client's goroutines) touch only hist, failed, firstErr and pool; txns is the producing
+// goroutine's, lastTotal the progress goroutine's.
+type produceBench struct {
+	cl        *kgo.Client
+	o         ProduceBenchOptions
+	hist      latencyHistogram
+	failed    atomic.Int64
+	firstErr  atomic.Pointer[error]
+	pool      sync.Pool
+	payload   []byte
+	base      time.Time
+	txns      int64
+	lastTotal int64
+}
+
+func newProduceBench(cl *kgo.Client, o ProduceBenchOptions) *produceBench {
+	b := &produceBench{cl: cl, o: o, payload: benchPayload(o.RecordSize), base: time.Now()}
+	b.pool.New = func() any {
+		br := new(benchRecord)
+		br.done = func(_ *kgo.Record, err error) {
+			lat := time.Since(b.base) - br.start
+			if err != nil {
+				b.failed.Add(1)
+				b.firstErr.CompareAndSwap(nil, &err)
+			} else {
+				b.hist.record(lat)
+			}
+			b.pool.Put(br)
+		}
+		return br
+	}
+	return b
+}
+
+// reportProgress passes the last window's figures to o.Progress.
+func (b *produceBench) reportProgress(window time.Duration) {
+	n, avg, maxLat := b.hist.takeWindow()
+	b.lastTotal += n
+	if b.o.Progress == nil {
+		return
+	}
+	secs := window.Seconds()
+	b.o.Progress(BenchProgress{
+		Elapsed:       time.Since(b.base),
+		Records:       b.lastTotal,
+		WindowRecords: n,
+		RecordsPerSec: float64(n) / secs,
+		MBPerSec:      float64(n) * float64(b.o.RecordSize) / mib / secs,
+		AvgLatencyMs:  ms(avg),
+		MaxLatencyMs:  ms(maxLat),
+	})
+}
+
+// produce sends the records, at most o.Throughput a second, in transactions of
+// o.TxnRecords when transactional (every transaction but the last committed here). It
+// stops at the first transaction error, which it returns, or when ctx ends.
+func (b *produceBench) produce(ctx context.Context) error {
+	o := &b.o
+	txnal := o.TransactionalID != ""
+	for i := int64(0); i < o.Records && ctx.Err() == nil; i++ {
+		if txnal && i%o.TxnRecords == 0 {
+			if i > 0 {
+				if err := b.endTxn(ctx); err != nil {
+					return err
+				}
+			}
+			if err := b.cl.BeginTransaction(); err != nil {
+				return fmt.Errorf("beginning a transaction: %w", err)
+			}
+		}
+		if o.Throughput > 0 {
+			if d := throttleDelay(o.Throughput, i, time.Since(b.base)); d >= time.Millisecond {
+				sleepCtx(ctx, d)
+			}
+		}
+		br := b.pool.Get().(*benchRecord)
+		br.rec = kgo.Record{Topic: o.Topic, Value: b.payload}
+		br.start = time.Since(b.base)
+		b.cl.Produce(ctx, &br.rec, br.done)
+	}
+	return nil
+}
+
+// endTxn flushes the open transaction's records and commits it.
+func (b *produceBench) endTxn(ctx context.Context) error {
+	if err := b.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing transaction %d: %w", b.txns+1, err)
+	}
+	if err := b.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("committing transaction %d: %w", b.txns+1, err)
+	}
+	b.txns++
+	return nil
+}
+
+// result is the run's figures over elapsed, with the first of its errors.
+func (b *produceBench) result(ctx context.Context, elapsed time.Duration, txnErr, flushErr error) (BenchResult, error) {
+	res := BenchResult{
+		Records:      b.hist.count.Load(),
+		Failed:       b.failed.Load(),
+		Latency:      b.hist.stats(),
+		Transactions: b.txns,
+	}
+	res.Bytes = res.Records * int64(b.o.RecordSize)
 	res.rates(elapsed)
 	switch {
 	case txnErr != nil:
@@ -300,7 +333,7 @@ func RunProduceBench(ctx context.Context, o ProduceBenchOptions) (BenchResult, e
 	case flushErr != nil:
 		return res, fmt.Errorf("flushing: %w", flushErr)
 	case res.Failed > 0:
-		return res, fmt.Errorf("%d records failed, first: %s", res.Failed, kafkaErrorText(*firstErr.Load(), ""))
+		return res, fmt.Errorf("%d records failed, first: %s", res.Failed, kafkaErrorText(*b.firstErr.Load(), ""))
 	case ctx.Err() != nil:
 		return res, ctx.Err()
 	}

@@ -54,6 +54,7 @@ type Broker struct {
 	FetchMaxBytes                int32             // fetch.max.bytes
 	BrokerHeartbeatIntervalMs    int32             // broker.heartbeat.interval.ms
 	BrokerSessionTimeoutMs       int32             // broker.session.timeout.ms
+	HTTPListener                 string            // http.listener: /metrics, /healthz, /readyz ("" = off)
 
 	// Topics.
 	NumPartitions               int32  // num.partitions
@@ -259,6 +260,7 @@ var brokerDefList = []*brokerDef{
 	{name: "controller.listener.names", vt: upperListType(), field: func(b *Broker) any { return &b.ControllerListenerNames }, doc: "Comma-separated names of the listeners used by controllers."},
 	{name: "controller.quorum.voters", vt: votersType(), dflt: str(""), field: func(b *Broker) any { return &b.ControllerQuorumVoters }, doc: "The controller quorum as id@host:port entries."},
 	{name: "controller.quorum.bootstrap.servers", vt: hostPortListType(), dflt: str(""), field: func(b *Broker) any { return &b.ControllerQuorumBootstrap }, doc: "host:port endpoints used to discover the controller quorum."},
+	{name: "http.listener", vt: hostPortType(), dflt: str("127.0.0.1:9644"), field: func(b *Broker) any { return &b.HTTPListener }, doc: "host:port of the broker's HTTP listener, serving /metrics (Prometheus text format), /healthz and /readyz; port 0 picks a free port (logged at start-up). Empty: no HTTP listener. Gregor's own key: Kafka exposes its metrics over JMX."},
 	{name: "broker.rack", vt: stringType(), field: func(b *Broker) any { return &b.BrokerRack }, doc: "Rack of this broker, used for rack-aware replica placement."},
 	{name: "num.network.threads", vt: vtPositiveInt, dflt: num(3), field: func(b *Broker) any { return &b.NumNetworkThreads }, doc: "Threads receiving requests and sending responses."},
 	{name: "num.io.threads", vt: vtPositiveInt, dflt: num(8), field: func(b *Broker) any { return &b.NumIOThreads }, doc: "Threads processing requests."},

@@ -25,6 +25,7 @@ var kafkaDefaults = map[string]string{
 	"controller.quorum.voters":                                    "",
 	"controller.quorum.bootstrap.servers":                         "",
 	"broker.rack":                                                 "",
+	"http.listener":                                               "127.0.0.1:9644", // Gregor only (Kafka: JMX)
 	"cluster.id":                                                  "",
 	"num.network.threads":                                         "3",
 	"num.io.threads":                                              "8",
@@ -341,6 +342,8 @@ func TestParseErrors(t *testing.T) {
 		{"num.partitions", "0", "", "minimum 1"},
 		{"node.id", "-1", "", "minimum 0"},
 		{"node.id", "1.5", "", "not an integer"},
+		{"http.listener", "9644", "", "not host:port"},
+		{"http.listener", "127.0.0.1:99999", "", "99999"},
 		{"default.replication.factor", "0", "", "minimum 1"},
 		{"min.insync.replicas", "0", "", "minimum 1"},
 		{"offsets.topic.replication.factor", "40000", "", "16-bit"},

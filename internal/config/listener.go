@@ -212,3 +212,21 @@ func hostPortListType() valueType {
 		return parts, strings.Join(parts, ","), ""
 	}}
 }
+
+// hostPortType is one host:port, or empty.
+func hostPortType() valueType {
+	return valueType{TypeString, func(s string) (any, string, string) {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return "", "", ""
+		}
+		_, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return nil, "", fmt.Sprintf("%q is not host:port", s)
+		}
+		if _, err := parsePort(port); err != nil {
+			return nil, "", fmt.Sprintf("%q: %v", s, err)
+		}
+		return s, s, ""
+	}}
+}

@@ -2,7 +2,6 @@ package group
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 	"strings"
 )
@@ -421,5 +420,3 @@ func sortedStrings(ss []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
-
-func compareIDs(a, b TopicID) int { return cmp.Compare(string(a[:]), string(b[:])) }

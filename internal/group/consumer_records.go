@@ -259,6 +259,34 @@ func (s *Shard) replayConsumer(version int16, key, value []byte) error {
 	}
 	r := newReader(value)
 	r.Int16() // value version: 0 (a newer one would add fields after these)
+	cg := s.consumerGroupForReplay(group)
+	switch version {
+	case cgMetadataKey:
+		cg.epoch = r.Int32()
+	case cgPartitionMetadataKey:
+		cg.subMeta = r.partitionMetadata()
+	case cgMemberMetadataKey:
+		if err := cg.replayMemberMetadata(r, group, member); err != nil {
+			return err
+		}
+	case cgTargetMetadataKey:
+		cg.assignmentEpoch = r.Int32()
+	case cgTargetMemberKey:
+		cg.target[member] = r.topicPartitions()
+	case cgCurrentAssignmentKey:
+		cg.replayCurrentAssignment(r, member)
+	}
+	if err := r.Complete(); err != nil {
+		return fmt.Errorf("%w: consumer group value version %d of %s: %v", ErrCorruptRecord, version, group, err)
+	}
+	return nil
+}
+
+// consumerGroupForReplay returns the consumer protocol state of group, making the group, or
+// its consumer state (keeping the offsets already replayed), when a record of it is the
+// first seen.
+func (s *Shard) consumerGroupForReplay(group string) *consumerGroup {
+	g := s.groups[group]
 	if g == nil {
 		g = newGroup(group, -1)
 		s.groups[group] = g
@@ -268,90 +296,93 @@ func (s *Shard) replayConsumer(version int16, key, value []byte) error {
 		newConsumerGroupFor(g, -1)
 		g.offsets = offsets
 	}
-	cg := g.cons
-	switch version {
-	case cgMetadataKey:
-		cg.epoch = r.Int32()
-	case cgPartitionMetadataKey:
-		meta := map[string]topicMeta{}
-		for n := r.CompactArrayLen(); n > 0 && r.Ok(); n-- {
-			id := r.Uuid()
-			name := r.CompactString()
-			parts := r.Int32()
-			for k := r.CompactArrayLen(); k > 0 && r.Ok(); k-- {
-				r.Int32()
-				r.compactStrings()
-				r.skipTags()
-			}
+	return g.cons
+}
+
+// partitionMetadata reads a ConsumerGroupPartitionMetadataValue's topics (the racks of
+// each partition are skipped: nothing here uses them).
+func (r *cgReader) partitionMetadata() map[string]topicMeta {
+	meta := map[string]topicMeta{}
+	for n := r.CompactArrayLen(); n > 0 && r.Ok(); n-- {
+		id := r.Uuid()
+		name := r.CompactString()
+		parts := r.Int32()
+		for k := r.CompactArrayLen(); k > 0 && r.Ok(); k-- {
+			r.Int32()
+			r.compactStrings()
 			r.skipTags()
-			meta[name] = topicMeta{ID: id, Partitions: parts}
 		}
-		cg.subMeta = meta
-	case cgMemberMetadataKey:
-		old := cg.members[member]
-		m := &ConsumerMember{ID: member, MemberEpoch: 0, Assigned: Assignment{}, PendingRevocation: Assignment{}}
-		if old != nil {
-			m = old.clone()
-		}
-		m.InstanceID = r.CompactNullableString()
-		m.RackID = r.CompactNullableString()
-		m.ClientID = r.CompactString()
-		m.ClientHost = r.CompactString()
-		m.SubscribedTopics = sortedStrings(r.compactStrings())
-		if m.SubscribedTopics == nil {
-			m.SubscribedTopics = []string{}
-		}
-		m.SubscribedRegex = ""
-		if re := r.CompactNullableString(); re != nil {
-			m.SubscribedRegex = *re
-		}
-		m.RebalanceTimeoutMs = r.Int32()
-		m.ServerAssignor = ""
-		if a := r.CompactNullableString(); a != nil {
-			m.ServerAssignor = *a
-		}
-		m.Classic = nil
-		if tag0 := r.skipTags(); tag0 != nil {
-			cr := newReader(tag0)
-			c := &ClassicMemberMetadata{SessionTimeoutMs: cr.Int32()}
-			for n := cr.CompactArrayLen(); n > 0 && cr.Ok(); n-- {
-				p := MemberProtocol{Name: cr.CompactString(), Metadata: slices.Clone(cr.CompactBytes())}
-				cr.skipTags()
-				c.Protocols = append(c.Protocols, p)
-			}
+		r.skipTags()
+		meta[name] = topicMeta{ID: id, Partitions: parts}
+	}
+	return meta
+}
+
+// replayMemberMetadata applies a ConsumerGroupMemberMetadataValue: member's subscription
+// and client details, and its classic protocol metadata (tag 0) when it joined with the
+// classic protocol. The member's epochs and assignment are kept.
+func (cg *consumerGroup) replayMemberMetadata(r *cgReader, group, member string) error {
+	old := cg.members[member]
+	m := &ConsumerMember{ID: member, MemberEpoch: 0, Assigned: Assignment{}, PendingRevocation: Assignment{}}
+	if old != nil {
+		m = old.clone()
+	}
+	m.InstanceID = r.CompactNullableString()
+	m.RackID = r.CompactNullableString()
+	m.ClientID = r.CompactString()
+	m.ClientHost = r.CompactString()
+	m.SubscribedTopics = sortedStrings(r.compactStrings())
+	if m.SubscribedTopics == nil {
+		m.SubscribedTopics = []string{}
+	}
+	m.SubscribedRegex = ""
+	if re := r.CompactNullableString(); re != nil {
+		m.SubscribedRegex = *re
+	}
+	m.RebalanceTimeoutMs = r.Int32()
+	m.ServerAssignor = ""
+	if a := r.CompactNullableString(); a != nil {
+		m.ServerAssignor = *a
+	}
+	m.Classic = nil
+	if tag0 := r.skipTags(); tag0 != nil {
+		cr := newReader(tag0)
+		c := &ClassicMemberMetadata{SessionTimeoutMs: cr.Int32()}
+		for n := cr.CompactArrayLen(); n > 0 && cr.Ok(); n-- {
+			p := MemberProtocol{Name: cr.CompactString(), Metadata: slices.Clone(cr.CompactBytes())}
 			cr.skipTags()
-			if err := cr.Complete(); err != nil {
-				return fmt.Errorf("%w: classic metadata of %s/%s: %v", ErrCorruptRecord, group, member, err)
-			}
-			m.Classic = c
+			c.Protocols = append(c.Protocols, p)
 		}
-		cg.put(old, m)
-	case cgTargetMetadataKey:
-		cg.assignmentEpoch = r.Int32()
-	case cgTargetMemberKey:
-		cg.target[member] = r.topicPartitions()
-	case cgCurrentAssignmentKey:
-		old := cg.members[member]
-		m := &ConsumerMember{ID: member, SubscribedTopics: []string{}}
-		if old != nil {
-			m = old.clone()
+		cr.skipTags()
+		if err := cr.Complete(); err != nil {
+			return fmt.Errorf("%w: classic metadata of %s/%s: %v", ErrCorruptRecord, group, member, err)
 		}
-		m.MemberEpoch = r.Int32()
-		m.PreviousMemberEpoch = r.Int32()
-		m.State = MemberState(r.Int8())
-		switch m.State {
-		case MemberStable, MemberUnrevokedPartitions, MemberUnreleasedPartitions:
-		default:
-			m.State = MemberUnknown
-		}
-		m.Assigned = r.topicPartitions()
-		m.PendingRevocation = r.topicPartitions()
-		cg.put(old, m)
+		m.Classic = c
 	}
-	if err := r.Complete(); err != nil {
-		return fmt.Errorf("%w: consumer group value version %d of %s: %v", ErrCorruptRecord, version, group, err)
-	}
+	cg.put(old, m)
 	return nil
+}
+
+// replayCurrentAssignment applies a ConsumerGroupCurrentMemberAssignmentValue: member's
+// epochs, state and assigned and pending partitions. A state this version does not know
+// reads as MemberUnknown.
+func (cg *consumerGroup) replayCurrentAssignment(r *cgReader, member string) {
+	old := cg.members[member]
+	m := &ConsumerMember{ID: member, SubscribedTopics: []string{}}
+	if old != nil {
+		m = old.clone()
+	}
+	m.MemberEpoch = r.Int32()
+	m.PreviousMemberEpoch = r.Int32()
+	m.State = MemberState(r.Int8())
+	switch m.State {
+	case MemberStable, MemberUnrevokedPartitions, MemberUnreleasedPartitions:
+	default:
+		m.State = MemberUnknown
+	}
+	m.Assigned = r.topicPartitions()
+	m.PendingRevocation = r.topicPartitions()
+	cg.put(old, m)
 }
 
 func (s *Shard) replayConsumerTombstone(g *Group, version int16, member string) {

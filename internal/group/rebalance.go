@@ -22,6 +22,9 @@ func (s *Shard) maybePrepareRebalance(g *Group) {
 // for an empty group, by group.initial.rebalance.delay.ms (extended while new members keep
 // arriving, up to the rebalance timeout).
 func (s *Shard) prepareRebalance(g *Group) {
+	if on := s.cfg.OnRebalance; on != nil && g.state != PreparingRebalance {
+		on()
+	}
 	if g.state == CompletingRebalance {
 		s.resetAndPropagateAssignmentError(g, kerr.RebalanceInProgress)
 	}

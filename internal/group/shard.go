@@ -31,6 +31,9 @@ type Config struct {
 	// NewID returns a fresh random suffix for member ids ("<client.id>-<NewID()>"); nil:
 	// a random UUID. Tests make it deterministic.
 	NewID func() string
+	// OnRebalance, if set, is called each time a classic group enters PreparingRebalance (a
+	// rebalance starts), for the broker's rebalance counter; it must only count.
+	OnRebalance func()
 
 	// Consumer groups (KIP-848); zero values take Kafka's defaults.
 	ConsumerSessionTimeoutMs    int32    // group.consumer.session.timeout.ms (45000)

@@ -2,17 +2,13 @@
 // brokers, topics, partitions and configs, replaced as a whole on every change so readers
 // never lock.
 //
-// Two things publish Images today. A Publisher (publisher.go) follows the controller's
-// metadata log: it applies committed record batches to a private state.Image and publishes
-// a new Image after each, rebuilding only what the records touched. The single-node Store
-// (store.go) persists topics in a JSON file; it goes away once every broker runs against the
-// controller quorum.
+// A Publisher (publisher.go) publishes the Images: it follows the controller's metadata
+// log, applies committed record batches to a private state.Image and publishes a new Image
+// after each, rebuilding only what the records touched.
 package metadata
 
 import (
-	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"sort"
 
 	"github.com/gregor-project/gregor/internal/quota"
@@ -20,17 +16,6 @@ import (
 
 // TopicID is a topic's 16-byte UUID (KIP-516).
 type TopicID [16]byte
-
-// NewTopicID returns a random, non-zero id.
-func NewTopicID() TopicID {
-	var id TopicID
-	for id == (TopicID{}) {
-		if _, err := rand.Read(id[:]); err != nil {
-			panic(err) // crypto/rand never fails on Linux
-		}
-	}
-	return id
-}
 
 func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
 
@@ -42,15 +27,14 @@ func (id TopicID) String() string { return hex.EncodeToString(id[:]) }
 // reassignment); Configs is the topic's overrides (nil when it has none); Internal is set for
 // __consumer_offsets and __transaction_state.
 type Topic struct {
-	Name              string            `json:"name"`
-	ID                TopicID           `json:"id"`
-	Partitions        int32             `json:"partitions"`
-	ReplicationFactor int16             `json:"replication_factor"`
-	Configs           map[string]string `json:"configs,omitempty"` // topic-level overrides
-	Internal          bool              `json:"internal,omitempty"`
-	// Parts holds partition i at index i: its replicas, ISR and leadership. Empty in an image
-	// of the single-node Store, which has no replicas to record.
-	Parts []Partition `json:"-"`
+	Name              string
+	ID                TopicID
+	Partitions        int32
+	ReplicationFactor int16
+	Configs           map[string]string // topic-level overrides
+	Internal          bool
+	// Parts holds partition i at index i: its replicas, ISR and leadership.
+	Parts []Partition
 }
 
 // Partition returns partition p, or nil when the topic has no such partition. The result
@@ -79,7 +63,7 @@ type Image struct {
 	// type 4, name ""). Never mutated.
 	BrokerConfigs map[string]string
 
-	// Brokers are the registered brokers by id (nil in a Store image).
+	// Brokers are the registered brokers by id.
 	Brokers map[int32]*Broker
 	// NodeConfigs are the dynamic overrides of single brokers (resource type 4, name = the
 	// broker id), by broker id. Neither map nor the inner maps are mutated.
@@ -93,14 +77,6 @@ type Image struct {
 	// none; shared with the previous Image until a record changes them.
 	acls  *aclSet
 	scram *scramSet
-}
-
-func newImage(topics map[string]*Topic, nextPID int64, brokerConfigs map[string]string) *Image {
-	im := &Image{Topics: topics, byID: make(map[TopicID]*Topic, len(topics)), NextProducerID: nextPID, BrokerConfigs: brokerConfigs}
-	for _, t := range topics {
-		im.byID[t.ID] = t
-	}
-	return im
 }
 
 // Topic returns the topic by name, or nil.
@@ -118,25 +94,3 @@ func (im *Image) TopicNames() []string {
 	sort.Strings(names)
 	return names
 }
-
-func (im *Image) clone() map[string]*Topic {
-	m := make(map[string]*Topic, len(im.Topics)+1)
-	for k, v := range im.Topics {
-		m[k] = v
-	}
-	return m
-}
-
-// MarshalText writes the id as hex (the metadata file stays readable).
-func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
-
-// UnmarshalText reads a hex id.
-func (id *TopicID) UnmarshalText(b []byte) error {
-	if hex.DecodedLen(len(b)) != len(id) {
-		return errBadTopicID
-	}
-	_, err := hex.Decode(id[:], b)
-	return err
-}
-
-var errBadTopicID = errors.New("metadata: bad topic id")

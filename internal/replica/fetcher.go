@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/wire"
 )
 
@@ -91,6 +92,8 @@ type FetcherOptions struct {
 	Throttled func(topic string, partition int32) bool
 	Now       func() time.Time
 	Log       *slog.Logger
+	// Topics count the bytes replicated (ReplicationBytesInPerSec); nil: not counted.
+	Topics *observe.Topics
 }
 
 func (o *FetcherOptions) defaults() {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/wire"
 )
 
@@ -81,7 +82,8 @@ type fetchState struct {
 	topic     string
 	partition int32
 	core      *Follower
-	leaderHW  int64 // the leader's high watermark in the last fetch answer; -1 none yet
+	leaderHW  int64                  // the leader's high watermark in the last fetch answer; -1 none yet
+	counters  *observe.TopicCounters // the topic's, looked up on the first bytes replicated
 }
 
 // roundPart is one partition's request in a round.
@@ -226,6 +228,12 @@ func (sf *sourceFetcher) applyLocked(st *fetchState, act FollowerAction) {
 		st.core.backOff(sf.f.nowMs())
 		return
 	}
+	if n := len(act.Append); n > 0 && sf.f.o.Topics != nil {
+		if st.counters == nil {
+			st.counters = sf.f.o.Topics.For(st.topic)
+		}
+		st.counters.Replicated(n)
+	}
 	if act.HighWatermark >= 0 {
 		st.p.SetFollowerHighWatermark(act.HighWatermark)
 	}
@@ -359,26 +367,67 @@ func (sf *sourceFetcher) listOffsets(ctx context.Context, parts []roundPart) err
 // fetch sends the round's Fetch. It waits at the leader at most MaxWaitMs, and no longer than
 // wait, when the first partition backing off has its next request.
 func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart, wait time.Duration) error {
-	o := &sf.f.o
-	rate := o.Throttle()
-	throttled := func(rp roundPart) bool { return rate > 0 && o.Throttled(rp.st.topic, rp.st.partition) }
-	if rate > 0 && sf.f.bucket.inDebt(rate, o.Now) {
-		// Over the quota: this round fetches only the unthrottled partitions (Kafka's
-		// follower quota); if every partition is throttled, it waits for the bucket.
-		kept := parts[:0:0]
-		for _, rp := range parts {
-			if !throttled(rp) {
-				kept = append(kept, rp)
-			}
-		}
-		if len(kept) == 0 {
-			if err := sf.f.bucket.wait(ctx, rate, o.Now); err != nil {
-				return err
-			}
-		} else {
-			parts = kept
+	rate := sf.f.o.Throttle()
+	parts, err := sf.withinQuota(ctx, parts, rate)
+	if err != nil {
+		return err
+	}
+	resp, err := sf.send(ctx, sf.fetchRequest(parts, wait))
+	if err != nil {
+		return err
+	}
+	answers := map[tp]*kmsg.FetchResponseTopicPartition{}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		for j := range t.Partitions {
+			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
 		}
 	}
+	if rate > 0 {
+		received := 0 // the bytes of throttled replicas draw on the quota
+		for _, rp := range parts {
+			if a := answers[tp{rp.st.topic, rp.st.partition}]; a != nil && sf.throttled(rate, rp) {
+				received += len(a.RecordBatches)
+			}
+		}
+		sf.f.bucket.take(received, rate, sf.f.o.Now)
+	}
+	sf.handleAnswers(parts, answers)
+	return nil
+}
+
+// throttled reports whether rp's replica is throttled at rate (bytes/s; 0 is no throttle).
+func (sf *sourceFetcher) throttled(rate int64, rp roundPart) bool {
+	return rate > 0 && sf.f.o.Throttled(rp.st.topic, rp.st.partition)
+}
+
+// withinQuota returns the partitions the round may fetch under the replication throttle:
+// all of them while the bucket has tokens; when it is in debt only the unthrottled ones
+// (Kafka's follower quota), or, if every partition is throttled, all of them once the
+// bucket is out of debt.
+func (sf *sourceFetcher) withinQuota(ctx context.Context, parts []roundPart, rate int64) ([]roundPart, error) {
+	if rate <= 0 || !sf.f.bucket.inDebt(rate, sf.f.o.Now) {
+		return parts, nil
+	}
+	kept := parts[:0:0]
+	for _, rp := range parts {
+		if !sf.throttled(rate, rp) {
+			kept = append(kept, rp)
+		}
+	}
+	if len(kept) > 0 {
+		return kept, nil
+	}
+	if err := sf.f.bucket.wait(ctx, rate, sf.f.o.Now); err != nil {
+		return nil, err
+	}
+	return parts, nil
+}
+
+// fetchRequest is the round's Fetch of parts, without a fetch session, waiting at most
+// MaxWaitMs and no longer than wait.
+func (sf *sourceFetcher) fetchRequest(parts []roundPart, wait time.Duration) *kmsg.FetchRequest {
+	o := &sf.f.o
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(fetchVersion)
 	req.ReplicaID = o.LocalID
@@ -403,6 +452,13 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart, wait time
 		}
 		req.Topics = append(req.Topics, t)
 	}
+	return req
+}
+
+// send sends req to the leader as the parked fetch, which a change to the followed
+// partitions may interrupt (errFetchInterrupted): a round starting after such a change does
+// not wait at the leader. A top-level error of the answer is returned.
+func (sf *sourceFetcher) send(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pf := &parkedFetch{cancel: cancel, started: time.Now()}
@@ -419,30 +475,20 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart, wait time
 	sf.mu.Unlock()
 	if err != nil {
 		if interrupted && ctx.Err() == nil && fctx.Err() != nil {
-			return errFetchInterrupted
+			return nil, errFetchInterrupted
 		}
-		return err
+		return nil, err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	if err := partitionErr(resp.ErrorCode); err != nil {
-		return fmt.Errorf("replica: fetch from leader %d: %w", sf.leader, err)
+		return nil, fmt.Errorf("replica: fetch from leader %d: %w", sf.leader, err)
 	}
-	answers := map[tp]*kmsg.FetchResponseTopicPartition{}
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		for j := range t.Partitions {
-			answers[tp{t.Topic, t.Partitions[j].Partition}] = &t.Partitions[j]
-		}
-	}
-	if rate > 0 {
-		received := 0 // the bytes of throttled replicas draw on the quota
-		for _, rp := range parts {
-			if a := answers[tp{rp.st.topic, rp.st.partition}]; a != nil && throttled(rp) {
-				received += len(a.RecordBatches)
-			}
-		}
-		sf.f.bucket.take(received, rate, o.Now)
-	}
+	return resp, nil
+}
+
+// handleAnswers hands each partition of the round its answer (errMissingPartition when the
+// leader left it out), recording the leader's high watermark on success.
+func (sf *sourceFetcher) handleAnswers(parts []roundPart, answers map[tp]*kmsg.FetchResponseTopicPartition) {
 	for _, rp := range parts {
 		a := answers[tp{rp.st.topic, rp.st.partition}]
 		ans := FetchAnswer{Err: errMissingPartition}
@@ -460,7 +506,6 @@ func (sf *sourceFetcher) fetch(ctx context.Context, parts []roundPart, wait time
 			return act, err
 		})
 	}
-	return nil
 }
 
 // throttleBucket is the token bucket of the replication throttle, shared by every source

@@ -142,7 +142,13 @@ func (p *Partition) handleAlterPartition(id uint64, res AlterPartitionResult, no
 	if ls == nil {
 		return
 	}
+	change := ls.pending
 	ls.HandleAlterPartition(id, res, nowMs)
+	if o := p.m.replication(); o != nil && change != nil && change.ID == id && ls.pending == nil && res.Err == nil && !ls.blocked {
+		// The controller accepted the change: Kafka marks IsrExpandsPerSec or
+		// IsrShrinksPerSec by the kind of change proposed.
+		o.ISRChanges.ISRChanged(change.Expand)
+	}
 	p.readyLocked()
 	if v := p.role.Load(); v.kind == roleLeader && v.partitionEpoch != ls.PartitionEpoch() {
 		p.role.Store(&roleView{kind: roleLeader, leader: v.leader, leaderEpoch: v.leaderEpoch, partitionEpoch: ls.PartitionEpoch()})

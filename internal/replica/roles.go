@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
@@ -57,6 +58,8 @@ type ReplicationOptions struct {
 	Eligible       func(id int32) bool         // broker may join an ISR (registered, unfenced); nil = all
 	TopicID        func(topic string) [16]byte // for AlterPartition v2+; nil: by name (v1)
 	Now            func() time.Time            // nil: time.Now
+	// ISRChanges counts the ISR shrinks and expansions the controller accepted; nil: none.
+	ISRChanges *observe.ReplicaCounters
 }
 
 func (o *ReplicationOptions) nowMs() int64 {
@@ -180,9 +183,16 @@ func (p *Partition) MakeLeader(reg LeaderAndISR, nowMs int64) error {
 				return err
 			}
 		}
-		if _, err := ls.UpdateRegistration(reg.registration(), nowMs); err != nil {
+		change := ls.pending
+		applied, err := ls.UpdateRegistration(reg.registration(), nowMs)
+		if err != nil {
 			p.readyLocked()
 			return err
+		}
+		if applied && change != nil && reg.LeaderEpoch == change.LeaderEpoch && sameMembers(reg.ISR, change.NewISR) {
+			// The metadata brought the change this leader proposed before the controller's
+			// answer did (which then finds nothing pending): it was accepted.
+			o.ISRChanges.ISRChanged(change.Expand)
 		}
 	} else {
 		if err := epochs.Assign(reg.LeaderEpoch, leo); err != nil {
@@ -354,4 +364,17 @@ func (p *Partition) Registration() LeaderAndISR {
 	r.Replicas, r.ISR = slices.Clone(r.Replicas), slices.Clone(r.ISR)
 	r.Adding, r.Removing = slices.Clone(r.Adding), slices.Clone(r.Removing)
 	return r
+}
+
+// sameMembers reports whether a and b hold the same broker ids.
+func sameMembers(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
 }

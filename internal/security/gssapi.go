@@ -181,7 +181,6 @@ func newGSSAPI(o KerberosOptions) (*gssapiMechanism, error) {
 	return &gssapiMechanism{login: login, names: names}, nil
 }
 
-func (m *gssapiMechanism) name() string    { return GSSAPI }
 func (m *gssapiMechanism) start() exchange { return &gssapiExchange{m: m} }
 
 type gssapiStage int8

@@ -47,7 +47,6 @@ var errMalformed = errors.New("security: malformed SASL token")
 
 // mechanism serves one SASL mechanism on a listener.
 type mechanism interface {
-	name() string
 	start() exchange
 }
 
@@ -84,7 +83,6 @@ func newPlain(j JAAS) (*plainMechanism, error) {
 	return m, nil
 }
 
-func (m *plainMechanism) name() string    { return Plain }
 func (m *plainMechanism) start() exchange { return &plainExchange{m: m} }
 
 type plainExchange struct {
@@ -136,7 +134,5 @@ func newScram(mech string, creds ScramCredentials) (*scramMechanism, error) {
 	}
 	return &scramMechanism{mech: mech, creds: creds, hash: h}, nil
 }
-
-func (m *scramMechanism) name() string { return m.mech }
 
 func (m *scramMechanism) start() exchange { return &scramExchange{m: m} }

@@ -51,7 +51,6 @@ type oauthMechanism struct {
 	log *slog.Logger
 }
 
-func (m *oauthMechanism) name() string    { return OAuthBearer }
 func (m *oauthMechanism) start() exchange { return &oauthExchange{m: m} }
 
 type oauthExchange struct {

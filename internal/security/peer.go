@@ -93,7 +93,12 @@ func (p *PeerTLS) ServerConfig() *tls.Config {
 // handshake, presenting this controller's certificate.
 func (p *PeerTLS) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	return p.DialVia(ctx, d.DialContext, addr)
+}
+
+// DialVia is Dial opening the TCP connection with dial.
+func (p *PeerTLS) DialVia(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (net.Conn, error) {
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/security"
 )
 
@@ -42,6 +43,7 @@ type conn struct {
 	held int64   // the bytes it holds in srv.limits.Pool
 
 	throttle time.Duration // the last reply's Reply.Throttle, waited out by mute
+	received time.Time     // when the request being handled was read whole
 }
 
 // Reasons a connection is closed while waiting for a request.
@@ -124,8 +126,9 @@ func (c *conn) readRequest() (*[]byte, error) {
 		return nil, stalled(err)
 	}
 	c.req, c.held = bp, int64(n)
+	c.received = time.Now()
 	if c.slot != nil {
-		c.slot.Touch(time.Now())
+		c.slot.Touch(c.received)
 	}
 	return bp, nil
 }
@@ -207,21 +210,36 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 		return c.intercept(ctx, h, req)
 	}
 	c.info.ClientID = h.clientID
+	// The request's phases, for the request metrics (observe.Requests); not read without.
+	m := c.srv.metrics
+	var t observe.Timing
+	if m != nil {
+		t.Received, t.Handling = c.received, time.Now()
+	}
 	reply := c.srv.handler.Handle(ctx, &c.info, req)
+	if m != nil {
+		t.Handled, t.Remote, t.Throttle = time.Now(), reply.Remote, reply.Throttle
+	}
 	c.throttle = reply.Throttle
+	var written bool
 	switch {
 	case reply.None:
 		if reply.Close {
 			c.log.Info("closing connection: acks=0 produce failed", "client_id", h.clientID)
 		}
-		return !reply.Close
+		written = !reply.Close
 	case reply.Raw != nil:
-		return c.writeRaw(h, reply.Raw, req.IsFlexible())
+		written = c.writeRaw(h, reply.Raw, req.IsFlexible())
 	default:
 		// ApiVersions responses always use header v0 (no tagged fields), whatever the version.
 		flexHeader := req.IsFlexible() && h.key != kmsg.ApiVersions.Int16()
-		return c.writeMsg(h, reply.Msg, h.version, flexHeader)
+		written = c.writeMsg(h, reply.Msg, h.version, flexHeader)
 	}
+	if m != nil {
+		t.Sent = time.Now()
+		m.Observe(h.key, h.version, &t)
+	}
+	return written
 }
 
 // writeMsg encodes a kmsg response with its frame and header and writes it in one call.

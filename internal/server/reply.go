@@ -24,6 +24,9 @@ type Reply struct {
 	None     bool
 	Close    bool
 	Throttle time.Duration
+	// Remote is how long the handler waited on others (acks=all for the followers, a Fetch
+	// parked for data): the request metrics' remote time, the rest of its time being local.
+	Remote time.Duration
 }
 
 // Raw is a response body made of byte slices and file ranges, in order. The server sends the

@@ -1,6 +1,10 @@
 // Package server owns the listeners and connection loops: it frames requests, decodes them
 // with kmsg after checking the API key and version, hands them to the api handler and writes
 // the replies back in order.
+//
+// It also holds the contract between the loop and the handlers (a broker's internal/api and
+// a controller's internal/controller/rpc): Handler, Reply and Conn (reply.go), and the table
+// type each handler lists its API keys in (APIs, apis.go). It imports nothing above it.
 package server
 
 import (
@@ -17,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/authz"
+	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/quota"
 	"github.com/gregor-project/gregor/internal/security"
 )
@@ -58,6 +63,7 @@ type Server struct {
 	limits  Limits             // set before Serve, read-only after
 	sec     *security.Listener // set before Serve, read-only after; nil: PLAINTEXT
 	tlsDone bool               // set before Serve, read-only after: connections arrive with TLS done
+	metrics *observe.Requests  // set before Serve, read-only after; nil: requests are not timed
 
 	stopped chan struct{} // closed by StopAccepting
 	grace   atomic.Int64  // UnixNano of Close's write deadline for every connection; 0 until Close
@@ -93,6 +99,20 @@ func (s *Server) SetSecurity(l *security.Listener) { s.sec = l }
 // none, and goes on with the listener's SASL. It must be called before Serve, and l must
 // be a TLS listener.
 func (s *Server) SetSecurityAfterTLS(l *security.Listener) { s.sec, s.tlsDone = l, true }
+
+// SetMetrics makes the server time every request it answers into m (Kafka's RequestMetrics);
+// it must be called before Serve.
+func (s *Server) SetMetrics(m *observe.Requests) { s.metrics = m }
+
+// Connections is the number of connections open on the listener now.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
+// Name is the listener's name.
+func (s *Server) Name() string { return s.name }
 
 func (s *Server) maxRequest() int32 { return s.handler.MaxRequestBytes() }
 

@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Flush fsyncs everything appended so far and moves the recovery point to the log end offset
@@ -65,12 +66,16 @@ func (l *Log) Flush() error {
 	l.writeMu.Unlock()
 
 	var err error
+	began := time.Now()
 	for _, j := range jobs {
 		err = errors.Join(err, j.sync.run(err == nil))
 		j.s.decRef()
 	}
 	if err == nil && syncDir {
 		err = l.fs.SyncDir(l.dir)
+	}
+	if l.onFlush != nil && err == nil && (len(jobs) > 0 || syncDir) {
+		l.onFlush(time.Since(began))
 	}
 
 	l.writeMu.Lock()

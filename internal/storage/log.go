@@ -75,6 +75,8 @@ type OpenOptions struct {
 	// OnOffline, if set, is called once when an I/O error takes the log offline, with that
 	// error, holding the log's locks (it must not call the log): Manager.OnLogOffline.
 	OnOffline func(err error)
+	// OnFlush, if set, is told how long each Flush that synced something took.
+	OnFlush func(time.Duration)
 }
 
 type logState int8
@@ -118,7 +120,8 @@ type Log struct {
 	dir       string
 	logger    *slog.Logger
 	now       func() time.Time
-	onOffline func(err error) // OpenOptions.OnOffline
+	onOffline func(err error)     // OpenOptions.OnOffline
+	onFlush   func(time.Duration) // OpenOptions.OnFlush
 
 	cleanMu sync.Mutex
 	flushMu sync.Mutex
@@ -163,7 +166,7 @@ type pendingDelete struct {
 
 // Open opens (or creates) the log in dir, recovering it when opt.Clean is false.
 func Open(fs FS, dir string, cfg Config, opt OpenOptions) (*Log, error) {
-	l := &Log{fs: fs, files: opt.Files, dir: dir, logger: opt.Logger, now: opt.Now, onOffline: opt.OnOffline}
+	l := &Log{fs: fs, files: opt.Files, dir: dir, logger: opt.Logger, now: opt.Now, onOffline: opt.OnOffline, onFlush: opt.OnFlush}
 	if l.files == nil {
 		l.files = NewFileCache(0)
 	}

@@ -55,6 +55,9 @@ type Manager struct {
 	// partition directory and the error. It is called holding that log's locks, so it must
 	// not call the log (the broker halts the process in it). Set it before opening logs.
 	OnLogOffline func(dir string, err error)
+	// OnFlush, if set, is told how long each flush of a log that synced something took
+	// (Kafka's LogFlushRateAndTimeMs). Set it before opening logs.
+	OnFlush func(time.Duration)
 }
 
 // ErrDuplicateLog: a partition has a directory in two log dirs (a start-up error, as in
@@ -355,6 +358,7 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			Now:            m.Now,
 			Logger:         m.logger,
 			Files:          m.files,
+			OnFlush:        m.OnFlush,
 		}
 		pdir := d.partitionDir(tp)
 		if on := m.OnLogOffline; on != nil {

@@ -36,19 +36,50 @@ import (
 
 // load builds the segment list from the files in l.dir. It runs before the Log is shared.
 func (l *Log) load(opt OpenOptions) error {
-	cfg := l.mu.cfg
-	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
-		return err
-	}
-	ents, err := l.fs.ReadDir(l.dir)
+	bases, err := l.listSegments()
 	if err != nil {
 		return err
 	}
-	if changed, err := l.completeSwaps(ents); err != nil {
+	nowMs := l.nowMs()
+	recovered, err := l.openSegments(bases, nowMs)
+	if err != nil {
 		return err
+	}
+	if len(l.mu.segments) == 0 {
+		s, _, err := openSegment(l.fs, l.files, l.dir, max(opt.LogStartOffset, 0), l.mu.cfg, nowMs, l.logger, true)
+		if err != nil {
+			return err
+		}
+		l.mu.segments = []*segment{s}
+		l.wr.dirDirty = true
+	}
+	if !opt.Clean {
+		if err := l.recoverUnflushed(opt.RecoveryPoint, recovered); err != nil {
+			return err
+		}
+	}
+	if err := l.sealInactive(); err != nil {
+		return err
+	}
+	return l.setLoadedOffsets(opt)
+}
+
+// listSegments prepares l.dir and returns the base offsets of its segments, sorted: it
+// completes or undoes an interrupted swap of cleaned segments, and removes leftover
+// *.deleted and *.cleaned files and index files whose .log is gone.
+func (l *Log) listSegments() ([]int64, error) {
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, err
+	}
+	ents, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	if changed, err := l.completeSwaps(ents); err != nil {
+		return nil, err
 	} else if changed {
 		if ents, err = l.fs.ReadDir(l.dir); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var bases []int64
@@ -64,7 +95,7 @@ func (l *Log) load(opt OpenOptions) error {
 		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix):
 			l.logger.Info("removing leftover file", "path", path)
 			if err := l.fs.Remove(path); err != nil {
-				return err
+				return nil, err
 			}
 			l.wr.dirDirty = true
 		default:
@@ -80,6 +111,16 @@ func (l *Log) load(opt OpenOptions) error {
 			}
 		}
 	}
+	if err := l.removeOrphanIndexes(indexes, logs); err != nil {
+		return nil, err
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+// removeOrphanIndexes removes the index files (names in l.dir) whose segment has no .log
+// (logs holds the base offsets of the .log files).
+func (l *Log) removeOrphanIndexes(indexes []string, logs map[int64]bool) error {
 	for _, name := range indexes {
 		var base int64
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
@@ -97,73 +138,78 @@ func (l *Log) load(opt OpenOptions) error {
 			l.wr.dirDirty = true
 		}
 	}
-	slices.Sort(bases)
+	return nil
+}
 
-	nowMs := l.nowMs()
-	truncated := make(map[*segment]int64) // segments recovered so far -> bytes cut
+// openSegments opens the segments at bases (sorted) into l.mu.segments, reading back and
+// checking each one's indexes; a segment whose index is missing or fails its check is
+// recovered. It returns the recovered segments with the bytes each lost.
+func (l *Log) openSegments(bases []int64, nowMs int64) (map[*segment]int64, error) {
+	cfg := l.mu.cfg
+	recovered := make(map[*segment]int64) // segments recovered so far -> bytes cut
 	for _, base := range bases {
 		s, missing, err := openSegment(l.fs, l.files, l.dir, base, cfg, nowMs, l.logger, false)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		l.mu.segments = append(l.mu.segments, s)
 		reason := "index file missing"
 		if !missing {
 			if reason, err = s.loadIndexes(cfg.IndexIntervalBytes); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if reason != "" {
 			l.logger.Warn("rebuilding segment indexes", "segment", s.logPath(), "reason", reason)
 			n, err := l.recoverSegment(s)
 			if err != nil {
+				return nil, err
+			}
+			recovered[s] = n
+		}
+	}
+	return recovered, nil
+}
+
+// recoverUnflushed is recovery after an unclean stop: every segment from the one holding
+// recoveryPoint on is recovered (unless openSegments did already, recovered), and after the
+// first one that loses bytes every later segment is deleted.
+func (l *Log) recoverUnflushed(recoveryPoint int64, recovered map[*segment]int64) error {
+	segs := l.mu.segments
+	start := l.floorSegmentLocked(recoveryPoint)
+	l.logger.Info("recovering log after an unclean shutdown", "recovery_point", recoveryPoint,
+		"segments", len(segs)-start)
+	for i := start; i < len(segs); i++ {
+		s := segs[i]
+		n, done := recovered[s]
+		if !done {
+			var err error
+			if n, err = l.recoverSegment(s); err != nil {
 				return err
 			}
-			truncated[s] = n
 		}
-	}
-
-	if len(l.mu.segments) == 0 {
-		s, _, err := openSegment(l.fs, l.files, l.dir, max(opt.LogStartOffset, 0), cfg, nowMs, l.logger, true)
-		if err != nil {
-			return err
-		}
-		l.mu.segments = []*segment{s}
-		l.wr.dirDirty = true
-	}
-
-	if !opt.Clean {
-		segs := l.mu.segments
-		start := l.floorSegmentLocked(opt.RecoveryPoint)
-		l.logger.Info("recovering log after an unclean shutdown", "recovery_point", opt.RecoveryPoint,
-			"segments", len(segs)-start)
-		for i := start; i < len(segs); i++ {
-			s := segs[i]
-			n, done := truncated[s]
-			if !done {
-				if n, err = l.recoverSegment(s); err != nil {
+		if n > 0 && i+1 < len(segs) {
+			victims := segs[i+1:]
+			l.logger.Warn("deleting segments after a corrupt batch", "segment", s.logPath(), "deleted", len(victims))
+			l.mu.segments = segs[: i+1 : i+1]
+			for _, v := range victims {
+				paths, err := v.renameDeleted()
+				if err != nil {
+					v.decRef()
 					return err
 				}
+				l.deleteFilesLocked(v, paths)
 			}
-			if n > 0 && i+1 < len(segs) {
-				victims := segs[i+1:]
-				l.logger.Warn("deleting segments after a corrupt batch", "segment", s.logPath(), "deleted", len(victims))
-				l.mu.segments = segs[: i+1 : i+1]
-				for _, v := range victims {
-					paths, err := v.renameDeleted()
-					if err != nil {
-						v.decRef()
-						return err
-					}
-					l.deleteFilesLocked(v, paths)
-				}
-				break
-			}
+			break
 		}
 	}
+	return nil
+}
 
-	// Seal the inactive segments; indexes rebuilt or extended above are written and fsynced
-	// now, so the recovery point never stands past an index that is not durable.
+// sealInactive seals every segment but the last; indexes rebuilt or extended by the load
+// are written and fsynced now, so the recovery point never stands past an index that is not
+// durable.
+func (l *Log) sealInactive() error {
 	segs := l.mu.segments
 	for _, s := range segs[:len(segs)-1] {
 		if err := s.seal(); err != nil {
@@ -174,6 +220,14 @@ func (l *Log) load(opt OpenOptions) error {
 		}
 		s.logDirty, s.index.dirty, s.timeIndex.dirty = false, false, false
 	}
+	return nil
+}
+
+// setLoadedOffsets sets the log end offset, log start offset and recovery point from the
+// loaded segments and opt, and publishes them. A log end offset below the log start offset
+// (every segment lost) truncates the log fully to start there.
+func (l *Log) setLoadedOffsets(opt OpenOptions) error {
+	segs := l.mu.segments
 	l.mu.logEndOffset = segs[len(segs)-1].nextOffset
 	l.mu.logStartOffset = max(opt.LogStartOffset, segs[0].baseOffset)
 	if opt.Clean {

@@ -3,16 +3,18 @@
 package testutil
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gregor-project/gregor/embed"
 	"github.com/gregor-project/gregor/internal/broker"
-	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/storage"
 )
 
@@ -35,6 +37,10 @@ func StartBroker(t testing.TB, sets ...string) *Broker {
 }
 
 // StartBrokerIn starts a broker on an existing data dir (a restart) with an optional fault FS.
+//
+// It starts the broker as a user's test would, through the public embed.Start (so with
+// embed's defaults, which sets override), passing what embed does not expose (the FS, and
+// getting the broker itself back) through broker.WithOptions.
 func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Broker {
 	t.Helper()
 	b, err := TryStartBrokerIn(t, dir, fs, sets...)
@@ -45,20 +51,32 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 }
 
 // TryStartBrokerIn is StartBrokerIn for a start that may fail: it returns the error (of the
-// configuration or of start-up) instead of failing the test.
+// configuration or of start-up) instead of failing the test. sets naming log.dirs (several
+// log dirs) replace dir.
 func TryStartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) (*Broker, error) {
 	t.Helper()
-	all := append([]string{"log.dirs=" + dir, "listeners=PLAINTEXT://127.0.0.1:0"}, sets...)
-	cfg, err := config.Load("", all)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	props := map[string]string{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			t.Fatalf("config: %q is not key=value", s)
+		}
+		props[k] = v
 	}
 	var w io.Writer = io.Discard
 	if os.Getenv("GREGOR_TEST_LOG") != "" {
 		w = os.Stderr
 	}
-	b, err := broker.Start(cfg, broker.Options{FS: fs, Logger: slog.New(slog.NewTextHandler(w, nil))})
-	if err != nil {
+	var b *broker.Broker
+	ctx := broker.WithOptions(context.Background(), func(o *broker.Options) {
+		o.FS = fs
+		o.Started = func(started *broker.Broker) { b = started }
+	})
+	embedDir := dir
+	if _, ok := props["log.dirs"]; ok {
+		embedDir = "" // several log dirs: embed takes them from the config
+	}
+	if _, err := embed.Start(ctx, embed.Options{Dir: embedDir, Config: props, Logger: slog.New(slog.NewTextHandler(w, nil))}); err != nil {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	tb := &Broker{Broker: b, Dir: dir, Sets: sets, fs: fs, t: t}

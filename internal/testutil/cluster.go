@@ -19,8 +19,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/gregor-project/gregor/embed"
 	"github.com/gregor-project/gregor/internal/config"
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 // A test cluster is real `gregor server` processes on loopback ports, one per
@@ -44,13 +45,16 @@ import (
 // partition).
 
 // clusterDefaultSets are written before ClusterOptions.Sets, which override
-// them: short broker sessions and ISR lag, so failures are noticed within
-// seconds.
-var clusterDefaultSets = []string{
-	"broker.session.timeout.ms=2000",
-	"broker.heartbeat.interval.ms=200",
-	"replica.lag.time.max.ms=3000",
-	"group.initial.rebalance.delay.ms=0",
+// them: embed's defaults (short broker sessions and ISR lag, so failures are
+// noticed within seconds; no initial rebalance delay), so that a process of
+// the harness behaves as an embedded node does.
+func clusterDefaultSets() []string {
+	var sets []string
+	for k, v := range embed.Defaults() {
+		sets = append(sets, k+"="+v)
+	}
+	slices.Sort(sets) // the same properties file every time
+	return sets
 }
 
 // clusterReadyTimeout bounds how long a node may take to open its listener.
@@ -112,6 +116,7 @@ type Node struct {
 	clientAddr     string // CLIENT listener ("" for a controller-only node)
 	internalAddr   string // INTERNAL listener as bound (others dial its proxy)
 	controllerAddr string // CONTROLLER listener ("" for a broker-only node)
+	httpAddr       string // http.listener: /metrics, /healthz, /readyz
 	c              *Cluster
 
 	mu struct {
@@ -175,11 +180,11 @@ func layoutCluster(t testing.TB, opt ClusterOptions) *Cluster {
 
 	// Every node's three ports at once, held until the proxies are bound, so
 	// no two nodes and no proxy get the same one.
-	ports, release := holdPorts(t, 3*opt.Nodes)
+	ports, release := holdPorts(t, 4*opt.Nodes)
 	var nodes []*Node
 	for i := range opt.Nodes {
 		id := int32(i + 1)
-		nodes = append(nodes, c.newNode(id, []string{"broker", "controller"}, ports[3*i:3*i+3]))
+		nodes = append(nodes, c.newNode(id, []string{"broker", "controller"}, ports[4*i:4*i+4]))
 		c.voters = append(c.voters, id)
 	}
 	c.mu.Lock()
@@ -197,8 +202,8 @@ func layoutCluster(t testing.TB, opt ClusterOptions) *Cluster {
 	return c
 }
 
-// newNode lays out node id with its ports (client, internal, controller;
-// only those its roles use).
+// newNode lays out node id with its ports (client, internal, controller, http;
+// the first three only as its roles use them).
 func (c *Cluster) newNode(id int32, roles []string, ports []int) *Node {
 	name := "node-" + strconv.Itoa(int(id))
 	n := &Node{
@@ -216,6 +221,7 @@ func (c *Cluster) newNode(id int32, roles []string, ports []int) *Node {
 	if n.isController() {
 		n.controllerAddr = addr(ports[2])
 	}
+	n.httpAddr = addr(ports[3])
 	return n
 }
 
@@ -278,7 +284,8 @@ func (c *Cluster) writeConfig(n *Node) {
 	}
 
 	var sets []string
-	sets = append(sets, clusterDefaultSets...)
+	sets = append(sets, clusterDefaultSets()...)
+	sets = append(sets, "http.listener="+n.httpAddr) // never the default port: nodes share the machine
 	sets = append(sets, c.opt.Sets...)
 	sets = append(sets, c.opt.NodeSets[n.ID]...)
 	text := config.ClusterNodeProperties(config.ClusterNode{
@@ -316,8 +323,8 @@ func (c *Cluster) AddBroker(id int32) *Node {
 // layoutBroker is AddBroker without the process.
 func (c *Cluster) layoutBroker(id int32) *Node {
 	c.t.Helper()
-	ports, release := holdPorts(c.t, 2)
-	n := c.newNode(id, []string{"broker"}, append(ports, 0))
+	ports, release := holdPorts(c.t, 3)
+	n := c.newNode(id, []string{"broker"}, []int{ports[0], ports[1], 0, ports[2]})
 	c.mu.Lock()
 	if c.mu.nodes[id] != nil {
 		c.mu.Unlock()
@@ -491,6 +498,9 @@ func (n *Node) InternalAddr() string {
 // ControllerAddr is the node's CONTROLLER listener ("" for a broker-only
 // node); other nodes reach it through their own proxies.
 func (n *Node) ControllerAddr() string { return n.controllerAddr }
+
+// HTTPAddr is the node's http.listener (host:port): /metrics, /healthz and /readyz.
+func (n *Node) HTTPAddr() string { return n.httpAddr }
 
 func (n *Node) isBroker() bool     { return slices.Contains(n.Roles, "broker") }
 func (n *Node) isController() bool { return slices.Contains(n.Roles, "controller") }

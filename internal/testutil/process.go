@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 var build struct {
@@ -85,7 +85,7 @@ type Process struct {
 func StartProcess(t testing.TB, dir string, port int, sets ...string) *Process {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"server", "--set", "log.dirs=" + dir, "--set", "listeners=PLAINTEXT://" + addr}
+	args := []string{"server", "--set", "log.dirs=" + dir, "--set", "listeners=PLAINTEXT://" + addr, "--set", "http.listener=127.0.0.1:0"}
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}

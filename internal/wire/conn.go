@@ -81,8 +81,21 @@ func Dial(ctx context.Context, addr, clientID string) (*Conn, error) {
 // DialSecure connects to addr, running sec's TLS handshake and SASL authentication (nil:
 // neither) before the connection is handed out.
 func DialSecure(ctx context.Context, addr, clientID string, sec *security.Client) (*Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	return DialVia(ctx, nil, addr, clientID, sec)
+}
+
+// DialFunc opens a TCP connection to addr ("tcp" network), as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// DialVia is DialSecure opening the TCP connection with dial (nil: a net.Dialer): an
+// embedding process routes a node's connections to the others through it (embed's
+// Isolate cuts them there).
+func DialVia(ctx context.Context, dial DialFunc, addr, clientID string, sec *security.Client) (*Conn, error) {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

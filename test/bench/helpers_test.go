@@ -173,8 +173,7 @@ type fakeBroker struct {
 	wg     sync.WaitGroup
 	mu     struct {
 		sync.Mutex
-		fenced bool
-		err    error
+		err error
 	}
 }
 
@@ -234,9 +233,6 @@ func startFakeBroker(t *testing.T, c *testutil.Cluster, id int32) *fakeBroker {
 			if err == nil {
 				r := resp.(*kmsg.BrokerHeartbeatResponse)
 				err = kerr.ErrorForCode(r.ErrorCode)
-				fb.mu.Lock()
-				fb.mu.fenced = r.IsFenced
-				fb.mu.Unlock()
 				if err == nil && !r.IsFenced {
 					once.Do(func() { close(unfenced) })
 				}
@@ -258,11 +254,4 @@ func startFakeBroker(t *testing.T, c *testutil.Cluster, id int32) *fakeBroker {
 		t.Fatalf("fake broker %d was not unfenced within 30s", id)
 	}
 	return fb
-}
-
-// fenced reports whether the last heartbeat answer said the fake broker is fenced.
-func (fb *fakeBroker) fenced() bool {
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	return fb.mu.fenced
 }

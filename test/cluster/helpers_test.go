@@ -412,7 +412,7 @@ func startExtraBroker(t testing.TB, c *testutil.Cluster, id int32, clusterID str
 	props := config.ClusterNodeProperties(config.ClusterNode{
 		ID: id, Roles: []string{"broker"}, ClusterID: clusterID, LogDir: filepath.Join(dir, "data"),
 		ClientAddr: addr(), InternalAddr: addr(), Voters: voters, Brokers: len(voters),
-		Sets: []string{"broker.session.timeout.ms=2000", "broker.heartbeat.interval.ms=200"},
+		Sets: []string{"broker.session.timeout.ms=2000", "broker.heartbeat.interval.ms=200", "http.listener=127.0.0.1:0"},
 	})
 	file := filepath.Join(dir, "server.properties")
 	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {

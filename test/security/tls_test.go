@@ -131,7 +131,7 @@ func TestMisconfiguredListenersStopStartup(t *testing.T) {
 			`listener.name.sasl_plaintext.gssapi.sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab="/nonexistent/kafka.keytab" principal="kafka/localhost@GREGOR.TEST";`}, "/nonexistent/kafka.keytab"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := config.Load("", append([]string{"log.dirs=" + t.TempDir()}, tc.sets...))
+			cfg, err := config.Load("", append([]string{"log.dirs=" + t.TempDir(), "http.listener=127.0.0.1:0"}, tc.sets...))
 			if err == nil {
 				var b *broker.Broker
 				b, err = broker.Start(cfg, broker.Options{Logger: discard()})

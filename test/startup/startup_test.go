@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,6 +75,10 @@ func startCmd(t *testing.T, addr, name string, args ...string) *proc {
 func startWith(t *testing.T, addr string, onLine func(p *proc, line string), name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, addr: addr, exited: make(chan struct{}), grew: make(chan struct{})}
+	if slices.Contains(args, "server") {
+		// A port of its own for the http.listener: other tests' brokers share the machine.
+		args = append(slices.Clone(args), "--set", "http.listener=127.0.0.1:0")
+	}
 	p.cmd = exec.Command(name, args...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

@@ -28,6 +28,9 @@ type Entry = quorum.Committed
 // entry's Offset + 1.
 type LogSource interface {
 	Read(ctx context.Context, from int64, maxWait time.Duration) ([]quorum.Committed, error)
+	// HighWatermark is the highest offset known committed: as the controller that answered
+	// the last read said (-1 before any), or the local controller's.
+	HighWatermark() int64
 }
 
 // Read sizes.
@@ -42,6 +45,8 @@ const (
 func LocalLog(n *quorum.Node) LogSource { return localLog{n} }
 
 type localLog struct{ n *quorum.Node }
+
+func (l localLog) HighWatermark() int64 { return l.n.Status().Committed }
 
 func (l localLog) Read(ctx context.Context, from int64, maxWait time.Duration) ([]quorum.Committed, error) {
 	for {
@@ -72,13 +77,17 @@ func (l localLog) Read(ctx context.Context, from int64, maxWait time.Duration) (
 func (c *Client) MetadataLog() LogSource {
 	l := &remoteLog{c: c}
 	l.preferred.Store(-1)
+	l.hw.Store(-1)
 	return l
 }
 
 type remoteLog struct {
 	c         *Client
 	preferred atomic.Int32 // voter that answered last, -1 none
+	hw        atomic.Int64 // the high watermark of the last metadata Fetch answered, -1 none
 }
+
+func (l *remoteLog) HighWatermark() int64 { return l.hw.Load() }
 
 func (l *remoteLog) Read(ctx context.Context, from int64, maxWait time.Duration) ([]quorum.Committed, error) {
 	from = max(from, 1)
@@ -163,6 +172,9 @@ func (l *remoteLog) fetch(ctx context.Context, v *voter, vc *voterConn, from int
 		return nil, -1, errors.New("client: metadata Fetch answer without the metadata partition")
 	}
 	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode == 0 {
+		l.hw.Store(p.HighWatermark)
+	}
 	switch {
 	case p.ErrorCode == kerr.OffsetOutOfRange.Code && p.SnapshotID.EndOffset > 0:
 		return nil, p.SnapshotID.EndOffset, nil

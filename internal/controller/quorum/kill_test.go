@@ -15,7 +15,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/state"
-	"github.com/gregor-project/gregor/internal/testutil/lowport"
+	"github.com/gregor-project/gregor/internal/lowport"
 )
 
 // TestKill9 runs a one-controller quorum in a child process that creates topics as fast as

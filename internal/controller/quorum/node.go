@@ -87,6 +87,11 @@ type Config struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
+	// CampaignAtStart makes a voter of a new quorum (no term yet) campaign as it starts,
+	// instead of after an election timeout. For voters started together (an embedded
+	// cluster): one of them leads at once, and any other order of events is still raft's
+	// election, only sooner. A quorum of one always campaigns at start.
+	CampaignAtStart bool
 	// SnapshotEntries: snapshot the state machine every this many applied entries (default
 	// 10,000); CatchUpEntries are kept behind a snapshot for slow followers (default 1,000).
 	SnapshotEntries uint64
@@ -94,6 +99,10 @@ type Config struct {
 	// MaxMessageBytes is the largest raft message accepted from a peer (default 256 MiB).
 	MaxMessageBytes int
 	State           state.Config
+	// CommitLatency, if set, is told how long each of this controller's proposals took from
+	// proposing to applying its commit (Kafka's raft-metrics commit-latency). It is called
+	// on the raft loop: it must not block.
+	CommitLatency func(time.Duration)
 	// AutoLeaderRebalance (auto.leader.rebalance.enable) makes the active controller check
 	// the leader imbalance every ImbalanceCheckInterval (leader.imbalance.check.interval.seconds,
 	// default 300 s) and move leadership back to preferred replicas when a broker's share of
@@ -125,7 +134,10 @@ type Status struct {
 	Leader  int32 // node id of the raft leader, -1 if unknown
 	Term    uint64
 	Applied int64 // metadata offset applied to this node's image
-	Active  bool  // this node is the active controller
+	// Committed is the highest offset this node knows committed (raft's commit index, as of
+	// the last status published: at least Applied).
+	Committed int64
+	Active    bool // this node is the active controller
 }
 
 // Node is one running controller.
@@ -147,6 +159,8 @@ type Node struct {
 	once   sync.Once
 	status atomic.Pointer[Status]
 	fatal  atomic.Pointer[error]
+	// noHandOff is set by CloseNoHandOff before stopc closes.
+	noHandOff atomic.Bool
 
 	appliedSig appliedSignal // wakes Applied's waiters when applied moves (watch.go)
 
@@ -171,6 +185,7 @@ type proposal struct {
 	done chan result // buffered: the loop never blocks on it
 	seq  uint64
 	resp any
+	at   time.Time // when it was proposed to raft
 }
 
 type result struct {
@@ -299,9 +314,10 @@ func Start(cfg Config) (*Node, error) {
 		n.tr.dial = cfg.Dial
 	}
 	n.tr.admit = cfg.Admit
-	if len(voters) == 1 {
+	if len(voters) == 1 || (cfg.CampaignAtStart && rn.BasicStatus().HardState.GetTerm() == 0) {
 		// A quorum of one need not wait out an election timeout (0.5-1 s) to lead: the
-		// embedded single-node broker is ready as soon as its log is open.
+		// embedded single-node broker is ready as soon as its log is open. Nor need a new
+		// quorum whose voters start together (CampaignAtStart).
 		if err := rn.Campaign(); err != nil {
 			st.close()
 			return nil, err
@@ -334,6 +350,18 @@ func (n *Node) event(ev transportEvent) {
 // most caught-up voter (handOff), for at most an election timeout.
 func (n *Node) Close() error {
 	n.once.Do(func() { close(n.stopc) })
+	return n.wait()
+}
+
+// CloseNoHandOff is Close without the hand-off: for a quorum whose voters all stop
+// together, where no voter would take the leadership and waiting for one only delays the
+// stop by an election timeout.
+func (n *Node) CloseNoHandOff() error {
+	n.noHandOff.Store(true)
+	return n.Close()
+}
+
+func (n *Node) wait() error {
 	<-n.donec
 	n.tr.stop()
 	return n.st.close()
@@ -364,7 +392,7 @@ func (n *Node) publishStatus() {
 	if n.lead != raft.None {
 		leader = int32(n.lead - 1)
 	}
-	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Active: n.active})
+	n.status.Store(&Status{NodeID: n.cfg.NodeID, Leader: leader, Term: hs.HardState.GetTerm(), Applied: int64(n.applied), Committed: max(int64(hs.HardState.GetCommit()), int64(n.applied)), Active: n.active})
 	n.appliedSig.set(int64(n.applied))
 }
 
@@ -472,6 +500,10 @@ func (n *Node) run() {
 	defer ticker.Stop()
 	stopc := n.stopc
 	var handOffUntil <-chan time.Time // set while handing off the leadership before stopping
+	// What Start left pending (a campaign's own vote) is handled now, not at the first tick.
+	if !n.processed() {
+		return
+	}
 	for {
 		select {
 		case <-stopc:
@@ -510,15 +542,9 @@ func (n *Node) run() {
 			r.fn(n.ctrl)
 			close(r.done)
 		}
-		if err := n.process(); err != nil {
-			n.fatal.Store(&err)
-			n.log.Error("controller stopped: storage failure", "err", err)
-			n.active = false
-			n.publishStatus()
-			n.failAll(ErrStopped)
+		if !n.processed() {
 			return
 		}
-		n.publishStatus()
 		if stopc == nil && !n.isLeader && n.lead != raft.None {
 			// Another voter leads: it heard from a majority, so the votes it needed (ours, in
 			// a quorum of two) have arrived, and it tells the others what is committed.
@@ -529,6 +555,21 @@ func (n *Node) run() {
 	}
 }
 
+// processed runs process and publishes the status; false means the node stopped on a
+// storage failure (recorded for Err) and the loop must end.
+func (n *Node) processed() bool {
+	if err := n.process(); err != nil {
+		n.fatal.Store(&err)
+		n.log.Error("controller stopped: storage failure", "err", err)
+		n.active = false
+		n.publishStatus()
+		n.failAll(ErrStopped)
+		return false
+	}
+	n.publishStatus()
+	return true
+}
+
 // handOff starts moving the leadership to the voter with the most of the log, when this node
 // leads a quorum of several; it reports whether it did. Without it the other voters learn
 // that the last entries the stopping leader committed (a controlled shutdown's own leadership
@@ -537,7 +578,7 @@ func (n *Node) run() {
 // has the whole log, and the voter campaigns at once (Kafka's resigning leader sends
 // EndQuorumEpoch for the same reason).
 func (n *Node) handOff() bool {
-	if !n.isLeader {
+	if !n.isLeader || n.noHandOff.Load() {
 		return false
 	}
 	var to, match uint64
@@ -654,6 +695,9 @@ func (n *Node) apply(e *pb.Entry) {
 	}
 	if n.inflight != nil && proposer == n.id && seq == n.inflight.seq {
 		n.publishStatus() // a caller that sees its command done sees Applied cover it
+		if on := n.cfg.CommitLatency; on != nil {
+			on(time.Since(n.inflight.at))
+		}
 		if aerr != nil {
 			n.inflight.finish(nil, fmt.Errorf("%w: %v", kerr.UnknownServerError, aerr))
 		} else {
@@ -714,6 +758,7 @@ func (n *Node) propose() bool {
 func (n *Node) submit(p *proposal, recs []state.Record) bool {
 	n.seq++
 	p.seq = n.seq
+	p.at = time.Now()
 	if err := n.rn.Propose(encodeEntry(n.id, p.seq, recs)); err != nil {
 		p.finish(nil, fmt.Errorf("%w (%v)", ErrNotController, err))
 		return false

@@ -48,6 +48,24 @@ func (n *Node) Applied() (offset int64, changed <-chan struct{}) {
 	return s.mu.offset, s.mu.ch
 }
 
+// WaitActive waits until this node is the active controller (it leads and has applied the
+// first entry of its term), ctx ends, or the node stops (ErrStopped).
+func (n *Node) WaitActive(ctx context.Context) error {
+	for {
+		_, changed := n.Applied() // before the status: a change in between still wakes us
+		if n.Status().Active {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.Done():
+			return ErrStopped
+		}
+	}
+}
+
 // WaitCommitted is ReadCommitted that waits: it returns up to max entries with records at or
 // after from, waiting up to maxWait (or until ctx ends) for one to apply. Entries without
 // records (a new leader's empty entry) are passed over while waiting. An empty answer after

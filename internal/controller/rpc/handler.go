@@ -75,47 +75,45 @@ func New(cfg Config) *Handler {
 	return &Handler{cfg: cfg, node: cfg.Node, log: cfg.Logger}
 }
 
-// rpcAPI is one served API key: its version range and handler.
-type rpcAPI struct {
-	min, max int16
-	handle   func(h *Handler, ctx context.Context, req kmsg.Request) kmsg.Response
-}
+// handlerFunc answers one request of the API key it is listed under.
+type handlerFunc = func(h *Handler, ctx context.Context, req kmsg.Request) kmsg.Response
 
 // apis lists every API key a controller serves, with the versions each file implements.
-var apis map[int16]rpcAPI
+// It is assigned in init only because handleApiVersions reads it (an initialization cycle
+// otherwise).
+var apis server.APIs[handlerFunc]
 
 func init() {
-	apis = map[int16]rpcAPI{
-		kmsg.ApiVersions.Int16():                {0, 3, handleApiVersions},
-		kmsg.DescribeQuorum.Int16():             {0, 2, handleDescribeQuorum},
-		kmsg.BrokerRegistration.Int16():         {0, 4, handleBrokerRegistration},
-		kmsg.BrokerHeartbeat.Int16():            {0, 2, handleBrokerHeartbeat},
-		kmsg.AlterPartition.Int16():             {0, 3, handleAlterPartition},
-		kmsg.AllocateProducerIDs.Int16():        {0, 0, handleAllocateProducerIDs},
-		kmsg.CreateTopics.Int16():               {0, 7, handleCreateTopics},
-		kmsg.DeleteTopics.Int16():               {0, 6, handleDeleteTopics},
-		kmsg.CreatePartitions.Int16():           {0, 3, handleCreatePartitions},
-		kmsg.AlterConfigs.Int16():               {0, 2, handleAlterConfigs},
-		kmsg.IncrementalAlterConfigs.Int16():    {0, 1, handleIncrementalAlterConfigs},
-		kmsg.ElectLeaders.Int16():               {0, 2, handleElectLeaders},
-		kmsg.AlterPartitionAssignments.Int16():  {0, 1, handleAlterPartitionAssignments},
-		kmsg.ListPartitionReassignments.Int16(): {0, 0, handleListPartitionReassignments},
-		kmsg.UnregisterBroker.Int16():           {0, 0, handleUnregisterBroker},
-		kmsg.CreateACLs.Int16():                 {0, 3, handleCreateACLs},
-		kmsg.DeleteACLs.Int16():                 {0, 3, handleDeleteACLs},
-		kmsg.AlterUserSCRAMCredentials.Int16():  {0, 0, handleAlterUserSCRAMCredentials},
-		kmsg.AlterClientQuotas.Int16():          {0, 1, handleAlterClientQuotas},
-		kmsg.Fetch.Int16():                      {12, 17, handleFetch},
-		kmsg.FetchSnapshot.Int16():              {0, 1, handleFetchSnapshot},
-		kmsg.SASLHandshake.Int16():              {0, 1, handleSaslHandshake},
-		kmsg.SASLAuthenticate.Int16():           {0, 2, handleSaslAuthenticate},
+	apis = server.APIs[handlerFunc]{
+		kmsg.ApiVersions.Int16():                {Min: 0, Max: 3, Handle: handleApiVersions},
+		kmsg.DescribeQuorum.Int16():             {Min: 0, Max: 2, Handle: handleDescribeQuorum},
+		kmsg.BrokerRegistration.Int16():         {Min: 0, Max: 4, Handle: handleBrokerRegistration},
+		kmsg.BrokerHeartbeat.Int16():            {Min: 0, Max: 2, Handle: handleBrokerHeartbeat},
+		kmsg.AlterPartition.Int16():             {Min: 0, Max: 3, Handle: handleAlterPartition},
+		kmsg.AllocateProducerIDs.Int16():        {Min: 0, Max: 0, Handle: handleAllocateProducerIDs},
+		kmsg.CreateTopics.Int16():               {Min: 0, Max: 7, Handle: handleCreateTopics},
+		kmsg.DeleteTopics.Int16():               {Min: 0, Max: 6, Handle: handleDeleteTopics},
+		kmsg.CreatePartitions.Int16():           {Min: 0, Max: 3, Handle: handleCreatePartitions},
+		kmsg.AlterConfigs.Int16():               {Min: 0, Max: 2, Handle: handleAlterConfigs},
+		kmsg.IncrementalAlterConfigs.Int16():    {Min: 0, Max: 1, Handle: handleIncrementalAlterConfigs},
+		kmsg.ElectLeaders.Int16():               {Min: 0, Max: 2, Handle: handleElectLeaders},
+		kmsg.AlterPartitionAssignments.Int16():  {Min: 0, Max: 1, Handle: handleAlterPartitionAssignments},
+		kmsg.ListPartitionReassignments.Int16(): {Min: 0, Max: 0, Handle: handleListPartitionReassignments},
+		kmsg.UnregisterBroker.Int16():           {Min: 0, Max: 0, Handle: handleUnregisterBroker},
+		kmsg.CreateACLs.Int16():                 {Min: 0, Max: 3, Handle: handleCreateACLs},
+		kmsg.DeleteACLs.Int16():                 {Min: 0, Max: 3, Handle: handleDeleteACLs},
+		kmsg.AlterUserSCRAMCredentials.Int16():  {Min: 0, Max: 0, Handle: handleAlterUserSCRAMCredentials},
+		kmsg.AlterClientQuotas.Int16():          {Min: 0, Max: 1, Handle: handleAlterClientQuotas},
+		kmsg.Fetch.Int16():                      {Min: 12, Max: 17, Handle: handleFetch},
+		kmsg.FetchSnapshot.Int16():              {Min: 0, Max: 1, Handle: handleFetchSnapshot},
+		kmsg.SASLHandshake.Int16():              {Min: 0, Max: 1, Handle: handleSaslHandshake},
+		kmsg.SASLAuthenticate.Int16():           {Min: 0, Max: 2, Handle: handleSaslAuthenticate},
 	}
 }
 
 // Versions reports the served version range of an API key.
 func (h *Handler) Versions(key int16) (int16, int16, bool) {
-	a, ok := apis[key]
-	return a.min, a.max, ok
+	return apis.Versions(key)
 }
 
 // MaxRequestBytes is socket.request.max.bytes.
@@ -123,13 +121,13 @@ func (h *Handler) MaxRequestBytes() int32 { return h.cfg.MaxRequestBytes }
 
 // Handle answers one request whose key and version were checked against Versions.
 func (h *Handler) Handle(ctx context.Context, _ *server.Conn, req kmsg.Request) server.Reply {
-	return server.Reply{Msg: apis[req.Key()].handle(h, ctx, req)}
+	return server.Reply{Msg: apis[req.Key()].Handle(h, ctx, req)}
 }
 
 // handleApiVersions is ApiVersions v0-v3.
 func handleApiVersions(_ *Handler, _ context.Context, _ kmsg.Request) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = apis.ApiKeys()
 	return resp
 }
 
@@ -138,26 +136,12 @@ func handleApiVersions(_ *Handler, _ context.Context, _ kmsg.Request) kmsg.Respo
 func (h *Handler) UnsupportedApiVersions() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = apis.ApiKeys()
 	return resp
 }
 
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
-	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for k, a := range apis {
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
-	return keys
-}
-
 // MaxVersion is the highest version of key a controller serves (-1 if unserved).
-func MaxVersion(key int16) int16 {
-	if a, ok := apis[key]; ok {
-		return a.max
-	}
-	return -1
-}
+func MaxVersion(key int16) int16 { return apis.MaxVersion(key) }
 
 // maxRecordsPerUserOp bounds the records one admin request may produce (Kafka's
 // QuorumController.MAX_RECORDS_PER_USER_OP); a request over it is refused whole with

@@ -3,7 +3,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -140,13 +139,6 @@ func wantErr(t testing.TB, err error, want *kerr.Error) {
 }
 
 func ids(v ...int32) []int32 { return v }
-
-func sameMembers(a, b []int32) bool {
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
-}
 
 func (p *Partition) String() string {
 	return fmt.Sprintf("{replicas %v isr %v leader %d le %d pe %d adding %v removing %v}",

@@ -105,18 +105,6 @@ func (p *Partition) Original() []int32 {
 	return without(p.Replicas, p.Adding)
 }
 
-func (p *Partition) clone() *Partition {
-	return &Partition{
-		Replicas:       slices.Clone(p.Replicas),
-		ISR:            slices.Clone(p.ISR),
-		Adding:         slices.Clone(p.Adding),
-		Removing:       slices.Clone(p.Removing),
-		Leader:         p.Leader,
-		LeaderEpoch:    p.LeaderEpoch,
-		PartitionEpoch: p.PartitionEpoch,
-	}
-}
-
 // Config resource types, as Kafka numbers them in DescribeConfigs and AlterConfigs.
 const (
 	ResourceTopic  int8 = 2

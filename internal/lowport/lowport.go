@@ -1,9 +1,9 @@
-// Package lowport gives test servers a loopback port below the kernel's ephemeral range. A
-// server whose port is chosen once and bound again at each restart cannot use a port from
-// that range: another process's outgoing connection or :0 listener (other test packages run
-// alongside) could take it meanwhile, and the restart would fail "address already in use".
-// It imports nothing of the project's, so every package's tests can use it (testutil cannot
-// be imported by the packages it builds on).
+// Package lowport gives test and embedded servers a loopback port below the kernel's
+// ephemeral range. A server whose port is chosen once and bound again at each restart (an
+// embedded cluster's node, a test's broker process) cannot use a port from that range:
+// another process's outgoing connection or :0 listener (other test packages run alongside)
+// could take it meanwhile, and the restart would fail "address already in use". It imports
+// nothing of the project's, so every package, and every package's tests, can use it.
 package lowport
 
 import (

@@ -2,6 +2,14 @@ package state
 
 import "slices"
 
+// Partitions follow broker liveness (Kafka's ReplicationControlManager on a broker fenced,
+// unfenced or shut down, with its PartitionChangeBuilder): when a command changes which
+// brokers are active, every partition with a replica on one of them is reconciled (ISR
+// members that are gone leave the ISR, a partition without an active leader gets a new one
+// from the ISR, or uncleanly when allowed), and the change is written as a
+// PartitionChangeRecord (diff, which AlterPartition, reassignment and ElectLeaders use
+// too).
+
 // liveness tells whether a broker may lead and be in an ISR, with a command's pending broker
 // changes (fence, unfence, shutdown) laid over the image.
 type liveness struct {
