@@ -20,9 +20,11 @@ import (
 type Options struct {
 	// Dir is the data directory. Empty: a new temporary directory, removed by Close. A
 	// given directory is kept, and a node started on it again finds its data (for a
-	// Cluster, node N's log dir is Dir/node-N). A single node may instead be given several
-	// log dirs (JBOD, one per disk) by Config's log.dirs, with Dir empty; they are kept.
+	// Cluster, node N's log dir is Dir/node-N).
 	Dir string
+	// LogDirs, for Start only, are several log dirs (log.dirs: JBOD, one per disk) in place
+	// of Dir, which must then be empty. They are kept.
+	LogDirs []string
 	// Config are broker configs by Kafka's names (server.properties keys), applied over
 	// embed's own defaults (see defaults.go). A key the broker does not know, or a value it
 	// cannot honour, fails the start naming the key. A single node listens on
@@ -49,28 +51,26 @@ type Node struct {
 // once a client can produce to it. ctx bounds the start-up only: cancelling it later does
 // not stop the node; Close does.
 func Start(ctx context.Context, opt Options) (*Node, error) {
-	dirs, jbod := opt.Config["log.dirs"]
-	jbod = jbod && opt.Dir == "" && strings.TrimSpace(dirs) != ""
-	placed := nodeKeys
-	if jbod {
-		placed = []string{"log.dir"}
-	}
-	if err := refuseKeys(opt.Config, placed, "Start"); err != nil {
+	if err := refuseKeys(opt.Config, nodeKeys, "Start"); err != nil {
 		return nil, err
+	}
+	if len(opt.LogDirs) > 0 && opt.Dir != "" {
+		return nil, fmt.Errorf("embed: Start takes Dir or LogDirs, not both: %w", config.ErrInvalidConfig)
 	}
 	var dir, tempDir string
 	var err error
-	if jbod {
-		dir = strings.TrimSpace(strings.Split(dirs, ",")[0])
+	logDirs := strings.Join(opt.LogDirs, ",")
+	if len(opt.LogDirs) > 0 {
+		dir = opt.LogDirs[0]
 	} else if dir, tempDir, err = dataDir(opt.Dir); err != nil {
 		return nil, err
+	} else {
+		logDirs = dir
 	}
 	props := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0"}
 	maps.Copy(props, nodeDefaults)
 	maps.Copy(props, opt.Config)
-	if !jbod {
-		props["log.dirs"] = dir
-	}
+	props["log.dirs"] = logDirs
 	cfg, err := config.Parse(props)
 	if err != nil {
 		removeTemp(tempDir)

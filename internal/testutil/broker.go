@@ -51,8 +51,8 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 }
 
 // TryStartBrokerIn is StartBrokerIn for a start that may fail: it returns the error (of the
-// configuration or of start-up) instead of failing the test. sets naming log.dirs (several
-// log dirs) replace dir.
+// configuration or of start-up) instead of failing the test. A log.dirs among sets (several
+// log dirs) replaces dir.
 func TryStartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) (*Broker, error) {
 	t.Helper()
 	props := map[string]string{}
@@ -72,11 +72,12 @@ func TryStartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) (
 		o.FS = fs
 		o.Started = func(started *broker.Broker) { b = started }
 	})
-	embedDir := dir
-	if _, ok := props["log.dirs"]; ok {
-		embedDir = "" // several log dirs: embed takes them from the config
+	opt := embed.Options{Dir: dir, Config: props, Logger: slog.New(slog.NewTextHandler(w, nil))}
+	if v, ok := props["log.dirs"]; ok { // several log dirs, in place of dir
+		opt.Dir, opt.LogDirs = "", strings.Split(v, ",")
+		delete(props, "log.dirs")
 	}
-	if _, err := embed.Start(ctx, embed.Options{Dir: embedDir, Config: props, Logger: slog.New(slog.NewTextHandler(w, nil))}); err != nil {
+	if _, err := embed.Start(ctx, opt); err != nil {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	tb := &Broker{Broker: b, Dir: dir, Sets: sets, fs: fs, t: t}
