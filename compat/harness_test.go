@@ -30,6 +30,7 @@ var report struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	javaServer.stop()
 	if path := os.Getenv("GREGOR_COMPAT_REPORT"); path != "" {
 		report.Lock()
 		err := report.WriteFile(path)

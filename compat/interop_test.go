@@ -12,7 +12,7 @@ import (
 // allClients is every client of the suite at its ordinary settings.
 func allClients() []Client {
 	return []Client{franzClient{}, saramaClient{}, kafkaGoClient{}, confluentClient{}, kcatClient{},
-		kafkajs(), kafkaPython(nil, "kafka-python"), confluentPython()}
+		kafkajs(), kafkaPython(nil, "kafka-python"), confluentPython(), javaClient()}
 }
 
 // TestInterop: every client writes records to one shared topic, then every client reads all

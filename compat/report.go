@@ -1,7 +1,8 @@
 // Package compat is Gregor's client compatibility suite: real Kafka clients in several
 // languages (franz-go, sarama, kafka-go, confluent-kafka-go, kcat, kafkajs, kafka-python,
-// confluent-kafka-python) run one scenario against a fresh in-process broker each. The tests
-// are in this package's _test.go files and the scripts beside them; this file holds the
+// confluent-kafka-python, Kafka's Java client kafka-clients) run one scenario against a fresh
+// in-process broker each. The tests are in this package's _test.go files and the programs
+// beside them (python/, kafkajs/, java/); this file holds the
 // report that the tests write (when GREGOR_COMPAT_REPORT names a file) and that
 // cmd/compatdoc turns into docs/compatibility.md.
 package compat

@@ -28,6 +28,9 @@ type scriptClient struct {
 	noOps  map[string]string // op -> why the client has no such feature
 	// fenced is what the client reports for a fenced producer's write and commit (TxnClient).
 	fenced [2]Expectation
+	// jvm, when set, runs the ops in a long-running process instead of one process per op
+	// (argv is unused then).
+	jvm *jvmServer
 }
 
 // scriptRequest is what a script reads.
@@ -66,6 +69,8 @@ type scriptResponse struct {
 	} `json:"members"`
 	Version string       `json:"version"`
 	Error   *scriptError `json:"error"`
+	// calls: what each Admin call of the Java driver's admin-tour answered ("ok" or the error).
+	Calls map[string]string `json:"calls"`
 	// fence: what the fenced producer's write and commit reported (null: they succeeded).
 	Fence *struct {
 		Write  *scriptError `json:"write"`
@@ -110,19 +115,29 @@ func (c *scriptClient) call(ctx context.Context, op string, req scriptRequest) (
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string(nil), c.argv[1:]...), op)
-	cmd := exec.CommandContext(ctx, c.argv[0], args...)
-	cmd.Dir = compatDir()
-	cmd.Env = append(cmd.Environ(), c.env...)
-	cmd.Stdin = bytes.NewReader(in)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %w\n%s", strings.Join(c.argv, " "), op, err, tail(errb.String(), 3000))
-	}
 	var resp scriptResponse
-	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
-		return nil, fmt.Errorf("%s %s: response: %w\n%s\n%s", strings.Join(c.argv, " "), op, err, tail(out.String(), 2000), tail(errb.String(), 2000))
+	if c.jvm != nil {
+		out, err := c.jvm.do(ctx, op, in)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(out, &resp); err != nil {
+			return nil, fmt.Errorf("java %s: response: %w\n%s", op, err, tail(string(out), 2000))
+		}
+	} else {
+		args := append(append([]string(nil), c.argv[1:]...), op)
+		cmd := exec.CommandContext(ctx, c.argv[0], args...)
+		cmd.Dir = compatDir()
+		cmd.Env = append(cmd.Environ(), c.env...)
+		cmd.Stdin = bytes.NewReader(in)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("%s %s: %w\n%s", strings.Join(c.argv, " "), op, err, tail(errb.String(), 3000))
+		}
+		if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+			return nil, fmt.Errorf("%s %s: response: %w\n%s\n%s", strings.Join(c.argv, " "), op, err, tail(out.String(), 2000), tail(errb.String(), 2000))
+		}
 	}
 	if resp.Error != nil {
 		return &resp, resp.Error

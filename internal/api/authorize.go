@@ -91,6 +91,7 @@ import (
 //	AlterPartitionReassignments  ALTER CLUSTER                   CLUSTER_AUTHORIZATION_FAILED (top level)
 //	ListPartitionReassignments   DESCRIBE CLUSTER                CLUSTER_AUTHORIZATION_FAILED (top level)
 //	UnregisterBroker             ALTER CLUSTER                   CLUSTER_AUTHORIZATION_FAILED
+//	DescribeQuorum               DESCRIBE CLUSTER                CLUSTER_AUTHORIZATION_FAILED (top level)
 //	CreateAcls, DeleteAcls       ALTER CLUSTER                   every result CLUSTER_AUTHORIZATION_FAILED
 //	DescribeAcls                 DESCRIBE CLUSTER                CLUSTER_AUTHORIZATION_FAILED
 //	AlterUserScramCredentials    ALTER CLUSTER                   every result CLUSTER_AUTHORIZATION_FAILED

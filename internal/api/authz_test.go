@@ -732,6 +732,8 @@ func TestAuthzClusterAdmin(t *testing.T) {
 			func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode }},
 		{"UnregisterBroker", func() kmsg.Request { r := kmsg.NewPtrUnregisterBrokerRequest(); r.BrokerID = 77; return r }(),
 			func(r kmsg.Response) int16 { return r.(*kmsg.UnregisterBrokerResponse).ErrorCode }},
+		{"DescribeQuorum", func() kmsg.Request { r := kmsg.NewPtrDescribeQuorumRequest(); r.SetVersion(2); return r }(),
+			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeQuorumResponse).ErrorCode }},
 		{"DescribeAcls", func() kmsg.Request {
 			r := kmsg.NewPtrDescribeACLsRequest()
 			r.SetVersion(3)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/testutil"
 )
@@ -53,6 +54,15 @@ func TestClientQuotasAlterDescribe(t *testing.T) {
 	}
 	if d, err := adm.DescribeClientQuotas(ctx, false, nil); err != nil || len(d) != 0 {
 		t.Fatalf("after validate_only: %v %v", d, err)
+	}
+	// No quota matching is an empty array, not null: Kafka's Java client (Admin
+	// describeClientQuotas) fails on a null one without an error code.
+	none, err := kmsg.NewPtrDescribeClientQuotasRequest().RequestWith(ctx, newClient(t, b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.ErrorCode != 0 || none.Entries == nil {
+		t.Fatalf("describe with no quota set: code %d, entries %v (want an empty array)", none.ErrorCode, none.Entries)
 	}
 
 	res, err = adm.AlterClientQuotas(ctx, entries)

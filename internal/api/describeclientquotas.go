@@ -18,7 +18,8 @@ import (
 // component's type, matching; with strict it must also have no other type. No component
 // matches every entity (unless strict, which then matches none). A bad filter is the whole
 // response's INVALID_REQUEST (UNSUPPORTED_VERSION for an unknown entity type), with Kafka's
-// message. Entries are sorted by entity, keys by name.
+// message. Entries are sorted by entity, keys by name; with none matching they are an empty
+// array (null only beside an error, as Kafka answers).
 
 func handleDescribeClientQuotas(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeClientQuotasRequest)
@@ -32,6 +33,9 @@ func handleDescribeClientQuotas(h *Handler, _ context.Context, c *Conn, r kmsg.R
 		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)
 		return msg(resp)
 	}
+	// Entries is null only beside an error: Kafka's Java client reads a successful answer's
+	// entries without a null check, so none matching is an empty array.
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	tab := h.Meta.Image().ClientQuotas
 	for _, e := range tab.Entities() {
 		if !f.matches(e) {

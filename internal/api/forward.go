@@ -14,7 +14,7 @@ import (
 
 // Admin requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 // AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-// ListPartitionReassignments, UnregisterBroker, CreateAcls, DeleteAcls,
+// ListPartitionReassignments, UnregisterBroker, DescribeQuorum, CreateAcls, DeleteAcls,
 // AlterUserScramCredentials, and AllocateProducerIds for InitProducerId)
 // are decided by the controller quorum, as a KRaft broker forwards them. A broker checks
 // what needs no cluster state itself (names, config values, request shape) so that it

@@ -13,7 +13,9 @@ import (
 	"github.com/gregor-project/gregor/internal/txn"
 )
 
-// Metadata v0-v12. Topics nil (or, in v0, empty) means every topic. An unknown topic is
+// Metadata v0-v12. Topics nil (or, in v0, empty) means every topic. A topic named by its id
+// (v12; a non-zero id, whatever the name beside it) is answered with its name and id, or
+// UNKNOWN_TOPIC_ID with the id. An unknown topic is
 // UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for a name Kafka does not allow); when
 // the request allows it (always before v4) and auto.create.topics.enable is true, its
 // creation is also sent to the controller, within bounds, without waiting (autocreate.go),
@@ -64,7 +66,9 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 	var create []string
 	for _, rt := range req.Topics {
 		var t *metadata.Topic
-		if rt.Topic == nil {
+		// A topic with an id is asked for by id, whatever its name says, as Kafka decides:
+		// Kafka's Java client sends the name's default, "", beside the id.
+		if rt.Topic == nil || rt.TopicID != ([16]byte{}) {
 			t = im.TopicByID(rt.TopicID)
 			if t == nil || !describable.ok(t.Name) {
 				// Topic ids are not secret: an unauthorized one is named as such, without

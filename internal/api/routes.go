@@ -73,5 +73,6 @@ func init() {
 		kmsg.AlterPartitionAssignments.Int16():  {Min: 0, Max: 1, Handle: handleAlterPartitionReassignments},
 		kmsg.ListPartitionReassignments.Int16(): {Min: 0, Max: 0, Handle: handleListPartitionReassignments},
 		kmsg.UnregisterBroker.Int16():           {Min: 0, Max: 0, Handle: handleUnregisterBroker},
+		kmsg.DescribeQuorum.Int16():             {Min: 0, Max: 2, Handle: handleDescribeQuorum},
 	}
 }
