@@ -121,6 +121,7 @@ type Broker struct {
 	LeaderImbalancePerBrokerPercentage       int32 // leader.imbalance.per.broker.percentage
 	LeaderReplicationThrottledRate           int64 // leader.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
 	FollowerReplicationThrottledRate         int64 // follower.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
+	ReplicaAlterLogDirsIOMaxBytesPerSecond   int64 // replica.alter.log.dirs.io.max.bytes.per.second: bytes/s copied by log dir moves; math.MaxInt64 = no throttle
 
 	ReplicaSelectorClass string // replica.selector.class: "" (consumers read from leaders) or RackAwareReplicaSelector
 
@@ -351,6 +352,7 @@ var brokerDefList = []*brokerDef{
 	// kafka-reassign-partitions --throttle); Gregor also takes them statically.
 	{name: "leader.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.LeaderReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic sent by this broker as leader for the replicas listed in each topic's leader.replication.throttled.replicas. 9223372036854775807 means no throttle."},
 	{name: "follower.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.FollowerReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic fetched by this broker as follower for the replicas listed in each topic's follower.replication.throttled.replicas. 9223372036854775807 means no throttle."},
+	{name: "replica.alter.log.dirs.io.max.bytes.per.second", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.ReplicaAlterLogDirsIOMaxBytesPerSecond }, doc: "Upper bound, in bytes/sec, on the copying of replicas this broker moves between its log dirs (AlterReplicaLogDirs). 9223372036854775807 means no throttle."},
 
 	// Client quotas.
 	{name: "quota.window.num", vt: vtPositiveInt, dflt: num(11), field: func(b *Broker) any { return &b.QuotaWindowNum }, doc: "Samples a client's byte and request rates are measured over: the rate is what the retained samples recorded divided by the time they span (at least quota.window.num - 1 windows)."},
