@@ -224,7 +224,9 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 			return err
 		}
 		var ferr error
-		fs.EachError(func(topic string, p int32, err error) { ferr = fmt.Errorf("streams: restore %s[%d]: %w", topic, p, err) })
+		fs.EachError(func(topic string, p int32, err error) {
+			ferr = fmt.Errorf("streams: restore %s[%d]: %w", topic, p, err)
+		})
 		if ferr != nil {
 			return ferr
 		}

@@ -153,7 +153,9 @@ func TestStatelessOperators(t *testing.T) {
 		flatMapValues = append(flatMapValues, r, streams.KV(r.Key, r.Value+r.Value))
 		selectKey = append(selectKey, streams.KV(r.Key+"/"+r.Value, r.Value))
 	}
-	out := func(topic string) []kv { return streamstest.Output(d, topic, serde.String, serde.String).ReadKeyValues() }
+	out := func(topic string) []kv {
+		return streamstest.Output(d, topic, serde.String, serde.String).ReadKeyValues()
+	}
 	equal(t, "filter", out("filter"), filter)
 	equal(t, "filterNot", out("filternot"), filterNot)
 	equal(t, "map", streamstest.Output(d, "map", serde.String, serde.Int32).ReadKeyValues(), mapped)
