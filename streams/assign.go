@@ -87,6 +87,27 @@ func (a *App) createInternalTopics(ctx context.Context) error {
 func (a *App) assigned(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for topic, parts := range ps {
+		if a.mu.assigned[topic] == nil {
+			a.mu.assigned[topic] = map[int32]bool{}
+		}
+		for _, p := range parts {
+			a.mu.assigned[topic][p] = true
+		}
+	}
+	if a.cfg.Guarantee == ExactlyOnceV2 {
+		// Tasks are made between transactions, by the loop (eos.go).
+		a.mu.rebuild = true
+		return
+	}
+	if _, err := a.createTasksLocked(ctx, cl, ps); err != nil {
+		a.failLocked(err)
+	}
+}
+
+// createTasksLocked creates the tasks of partitions ps that do not exist yet, and restores
+// their stores.
+func (a *App) createTasksLocked(ctx context.Context, cl *kgo.Client, ps map[string][]int32) ([]*task, error) {
 	var created []*task
 	for topic, parts := range ps {
 		s := a.topo.byTopic[a.full[topic]]
@@ -97,23 +118,21 @@ func (a *App) assigned(ctx context.Context, cl *kgo.Client, ps map[string][]int3
 			}
 			tk, err := newTask(a.topo, id, a.cfg.ApplicationID, time.Now, a.emit(cl), a.partitionCount)
 			if err != nil {
-				a.failLocked(err)
-				return
+				return created, err
 			}
 			a.mu.tasks[id] = tk
 			created = append(created, tk)
 		}
 	}
-	a.log.Info("streams: partitions assigned", "partitions", ps, "tasks", len(a.mu.tasks))
-	if err := a.restore(ctx, created); err != nil {
-		a.failLocked(err)
-	}
+	a.log.Info("streams: tasks created", "partitions", ps, "tasks", len(a.mu.tasks))
+	return created, a.restore(ctx, created)
 }
 
 // revoked commits what was processed and closes the tasks of revoked partitions.
 func (a *App) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.unassignLocked(ps)
 	if a.cfg.Guarantee == AtLeastOnce && a.mu.err == nil && a.client != nil {
 		if err := a.commitAtLeastOnce(ctx); err != nil {
 			a.failLocked(err)
@@ -126,7 +145,17 @@ func (a *App) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32)
 func (a *App) lost(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.unassignLocked(ps)
 	a.dropLocked(ps)
+}
+
+func (a *App) unassignLocked(ps map[string][]int32) {
+	for topic, parts := range ps {
+		for _, p := range parts {
+			delete(a.mu.assigned[topic], p)
+		}
+	}
+	a.mu.rebuild = a.cfg.Guarantee == ExactlyOnceV2
 }
 
 func (a *App) dropLocked(ps map[string][]int32) {
@@ -180,7 +209,10 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	ends, err := a.admin.ListEndOffsets(ctx, topics...)
+	// The end is the last stable offset, and the restore reads committed records only and
+	// sees the transaction markers, so it reaches the end exactly whether or not the
+	// changelog was written in transactions.
+	ends, err := a.admin.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
 		return fmt.Errorf("streams: changelog end offsets: %w", err)
 	}
@@ -212,7 +244,8 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 		return nil
 	}
 	start := time.Now()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.ConsumePartitions(parts)}, a.cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.ConsumePartitions(parts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, a.cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("streams: restore client: %w", err)
 	}
@@ -235,7 +268,7 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 			if tg.next >= tg.end {
 				return
 			}
-			if r.Offset < tg.end {
+			if r.Offset < tg.end && !r.Attrs.IsControl() {
 				tg.store.restore(r.Key, r.Value)
 				restored++
 			}

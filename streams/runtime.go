@@ -60,6 +60,12 @@ type App struct {
 		sync.Mutex
 		tasks map[TaskID]*task
 		err   error // the first error of a callback, ends Run
+		// assigned is the group's current assignment to this member.
+		assigned map[string]map[int32]bool
+		// rebuild asks the exactly-once loop to abort the open transaction and remake every
+		// task from the committed changelogs before processing again: the assignment
+		// changed, or a transaction aborted and the stores hold its effects.
+		rebuild bool
 	}
 	partitions sync.Map // full topic name -> partition count (int)
 
@@ -114,6 +120,7 @@ func New(b *Builder, cfg Config) (*App, error) {
 		a.topics = append(a.topics, f)
 	}
 	a.mu.tasks = map[TaskID]*task{}
+	a.mu.assigned = map[string]map[int32]bool{}
 	return a, nil
 }
 
@@ -152,7 +159,10 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("streams: client: %w", err)
 	}
 	a.client = cl
-	err = a.loop(ctx, cl.PollRecords, cl.AllowRebalance, a.commitAtLeastOnce)
+	err = a.loop(ctx, cl.PollRecords, cl.AllowRebalance, nil, a.commitAtLeastOnce)
+	if errors.Is(err, errStopping) {
+		err = nil // every polled record was processed: finish commits them
+	}
 	ferr := a.finish(cl)
 	cl.CloseAllowingRebalance()
 	return errors.Join(err, ferr)
@@ -193,8 +203,11 @@ func (a *App) clientOpts() []kgo.Opt {
 }
 
 // loop is the stream thread: poll, process every polled record in its task, fire
-// wall-clock punctuators, commit when the interval has passed, allow a rebalance.
-func (a *App) loop(ctx context.Context, poll func(context.Context, int) kgo.Fetches, allow func(), commit func(context.Context) error) error {
+// wall-clock punctuators, commit when the interval has passed, allow a rebalance. before,
+// when not nil, runs after each poll and may ask for the polled records to be dropped (they
+// are fetched again from the committed offsets).
+func (a *App) loop(ctx context.Context, poll func(context.Context, int) kgo.Fetches, allow func(),
+	before func(context.Context) (skip bool, err error), commit func(context.Context) error) error {
 	lastCommit := time.Now()
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -212,16 +225,44 @@ func (a *App) loop(ctx context.Context, poll func(context.Context, int) kgo.Fetc
 		if ferr != nil {
 			a.log.Warn("streams: fetch error", "err", ferr)
 		}
-		err := a.processFetches(ctx, fs, commit, &lastCommit)
-		allow()
-		if err != nil {
+		if before != nil {
+			skip, err := before(ctx)
+			if err != nil {
+				return stopping(ctx, err)
+			}
+			if skip {
+				allow()
+				continue
+			}
+		}
+		if err := a.processFetches(fs); err != nil {
 			return err
 		}
+		if time.Since(lastCommit) >= a.cfg.CommitInterval {
+			if err := commit(ctx); err != nil {
+				return stopping(ctx, err)
+			}
+			lastCommit = time.Now()
+		}
+		allow()
 	}
 	return nil
 }
 
-func (a *App) processFetches(ctx context.Context, fs kgo.Fetches, commit func(context.Context) error, lastCommit *time.Time) error {
+// errStopping is an operation cut short because Run is stopping.
+var errStopping = errors.New("streams: stopping")
+
+// stopping is errStopping when ctx is done (err is the cut-short operation's), else err.
+func stopping(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errStopping
+	}
+	return err
+}
+
+// processFetches runs every polled record through its task and fires the wall-clock
+// punctuators, holding mu throughout.
+func (a *App) processFetches(fs kgo.Fetches) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.mu.err != nil {
@@ -252,12 +293,6 @@ func (a *App) processFetches(ctx context.Context, fs kgo.Fetches, commit func(co
 		if err := tk.punctuate(WallClockTime, now); err != nil {
 			return err
 		}
-	}
-	if time.Since(*lastCommit) >= a.cfg.CommitInterval {
-		if err := commit(ctx); err != nil {
-			return err
-		}
-		*lastCommit = time.Now()
 	}
 	return nil
 }
@@ -340,9 +375,4 @@ func (a *App) partitionCount(topic string) (int, error) {
 	}
 	a.partitions.Store(topic, len(d.Partitions))
 	return len(d.Partitions), nil
-}
-
-// runExactlyOnce is not built yet.
-func (a *App) runExactlyOnce(context.Context) error {
-	return errors.New("streams: exactly_once_v2 is not supported yet")
 }

@@ -23,11 +23,11 @@ type running struct {
 	done chan error
 }
 
-func start(t *testing.T, addr, appID string) *running {
+func start(t *testing.T, addr, appID string, g streams.Guarantee) *running {
 	t.Helper()
 	b := streams.NewBuilder()
 	wordCount(b)
-	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, CommitInterval: 50 * time.Millisecond})
+	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, Guarantee: g, CommitInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,12 @@ func countWords(counts map[string]int64, lines []string) {
 	}
 }
 
-// latest consumes topic from the start and keeps the last decimal value per key until it
-// equals want or the deadline passes.
-func latest(t *testing.T, addr, topic string, want map[string]int64) {
+// latest consumes topic's committed records from the start and keeps the last decimal value
+// per key until it equals want or the deadline passes. It returns every value read per key.
+func latest(t *testing.T, addr, topic string, want map[string]int64) map[string][]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,7 @@ func latest(t *testing.T, addr, topic string, want map[string]int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	got := map[string]int64{}
+	all := map[string][]int64{}
 	for !maps.Equal(got, want) {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -95,14 +97,22 @@ func latest(t *testing.T, addr, topic string, want map[string]int64) {
 				t.Errorf("value %q: %v", r.Value, err)
 			}
 			got[string(r.Key)] = n
+			all[string(r.Key)] = append(all[string(r.Key)], n)
 		})
 	}
+	return all
 }
 
 // Word count against a real node: two input partitions (two tasks per sub-topology), the
 // repartition and compacted changelog topics created by the application, and a second run
 // that restores its counts from the changelog and continues them.
 func TestWordCountAgainstBroker(t *testing.T) {
+	for _, g := range []streams.Guarantee{streams.AtLeastOnce, streams.ExactlyOnceV2} {
+		t.Run(string(g), func(t *testing.T) { testWordCount(t, g) })
+	}
+}
+
+func testWordCount(t *testing.T, g streams.Guarantee) {
 	n := embedtest.Start(t, embed.Options{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
 	if err != nil {
@@ -121,7 +131,7 @@ func TestWordCountAgainstBroker(t *testing.T) {
 	first := []string{"the quick brown fox", "jumps over the lazy dog", "THE END"}
 	produceLines(t, cl, "text-lines", first)
 	countWords(want, first)
-	app := start(t, n.Addr(), "wc")
+	app := start(t, n.Addr(), "wc", g)
 	latest(t, n.Addr(), "word-counts", want)
 
 	// The application created its internal topics; the changelog is compacted.
@@ -151,8 +161,19 @@ func TestWordCountAgainstBroker(t *testing.T) {
 	second := []string{"the fox again", "and the dog"}
 	produceLines(t, cl, "text-lines", second)
 	countWords(want, second)
-	start(t, n.Addr(), "wc")
-	latest(t, n.Addr(), "word-counts", want)
+	start(t, n.Addr(), "wc", g)
+	all := latest(t, n.Addr(), "word-counts", want)
+	if g != streams.ExactlyOnceV2 {
+		return
+	}
+	// Exactly once: each word's committed counts are 1, 2, ... n, none repeated or skipped.
+	for w, vs := range all {
+		for i, v := range vs {
+			if v != int64(i+1) {
+				t.Fatalf("counts of %q: %v", w, vs)
+			}
+		}
+	}
 }
 
 func TestMissingInputTopic(t *testing.T) {
