@@ -42,7 +42,14 @@
 // At-least-once (the default): every commit interval the producer is flushed (every output,
 // repartition and changelog record acknowledged), then the offsets of the processed input
 // are committed. After a crash the input since the last commit is processed again.
-// exactly_once_v2 is accepted by Config but not built yet (Run returns an error).
+//
+// exactly_once_v2 (KIP-447, eos.go): the stream thread's one transactional producer (its
+// transactional.id is application.id plus a random suffix; fencing is by the group
+// generation) sends the output, repartition and changelog records and the consumed offsets
+// in one transaction per commit interval (100 ms by default). Consumers read with
+// read_committed. An aborted transaction (a rebalance during it) drops every task and
+// restores its stores from the committed changelogs, and the input is read again from the
+// committed offsets.
 //
 // # What exists, and what does not yet
 //
@@ -51,9 +58,10 @@
 // a partitioner), Repartition; GroupByKey and GroupBy with Count, Reduce and Aggregate into a
 // KTable; ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
 // stores and punctuators on stream time and wall-clock time); in-memory key-value stores
-// with changelogs and restore; Describe; the test driver; the at-least-once runtime.
+// with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
+// exactly_once_v2.
 //
-// Not yet: exactly_once_v2; windowed aggregation (tumbling, hopping, sliding, session
+// Not yet: windowed aggregation (tumbling, hopping, sliding, session
 // windows, grace, suppress); joins (stream-stream, stream-table, table-table, global
 // tables, foreign-key); timestamp extractors other than the record's own; late-record
 // metrics; persistent (pebble) stores and window/session stores; a record cache (every table
