@@ -20,13 +20,20 @@ import (
 )
 
 // TestWordCount builds the program, runs it against an embedded Gregor node as a user would,
-// checks every word's latest count against counts computed here, then stops it with SIGTERM
-// and expects a clean exit.
+// under each processing guarantee, checks every word's latest committed count against
+// counts computed here (and, exactly once, that each word's counts are 1..n), then stops it
+// with SIGTERM and expects a clean exit.
 func TestWordCount(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "wordcount")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
+		t.Run(g, func(t *testing.T) { testWordCount(t, bin, g) })
+	}
+}
+
+func testWordCount(t *testing.T, bin, guarantee string) {
 	n := embedtest.Start(t, embed.Options{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
 	if err != nil {
@@ -41,7 +48,7 @@ func TestWordCount(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--bootstrap-server", n.Addr(), "--input", "lines", "--output", "counts",
-		"--application-id", "wc-example", "--processing-guarantee", "at_least_once")
+		"--application-id", "wc-example", "--processing-guarantee", guarantee)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -71,7 +78,8 @@ func TestWordCount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.ConsumeTopics("counts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	out, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.ConsumeTopics("counts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +87,7 @@ func TestWordCount(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	got := map[string]int64{}
+	seq := map[string][]int64{}
 	for !maps.Equal(got, want) {
 		fs := out.PollFetches(wctx)
 		if wctx.Err() != nil {
@@ -90,7 +99,17 @@ func TestWordCount(t *testing.T) {
 				t.Errorf("count %q of %q is not decimal", r.Value, r.Key)
 			}
 			got[string(r.Key)] = c
+			seq[string(r.Key)] = append(seq[string(r.Key)], c)
 		})
+	}
+	if guarantee == "exactly_once_v2" {
+		for w, cs := range seq {
+			for i, c := range cs {
+				if c != int64(i+1) {
+					t.Fatalf("committed counts of %q: %v", w, cs)
+				}
+			}
+		}
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
