@@ -164,6 +164,7 @@ func (a *App) dropLocked(ps map[string][]int32) {
 		for _, p := range parts {
 			id := TaskID{Subtopology: s.id, Partition: p}
 			if tk, ok := a.mu.tasks[id]; ok {
+				a.mu.dropped += tk.dropped
 				if err := tk.close(); err != nil {
 					a.failLocked(err)
 				}

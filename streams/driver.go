@@ -152,3 +152,12 @@ func (d *TestDriver) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// DroppedRecords is the number of records dropped as late by windowed operators.
+func (d *TestDriver) DroppedRecords() int64 {
+	var n int64
+	for _, tk := range d.tasks {
+		n += tk.dropped
+	}
+	return n
+}

@@ -99,6 +99,7 @@ func (a *App) rebuild(ctx context.Context, s *kgo.GroupTransactSession) error {
 	defer a.mu.Unlock()
 	var errs []error
 	for id, tk := range a.mu.tasks {
+		a.mu.dropped += tk.dropped
 		errs = append(errs, tk.close())
 		delete(a.mu.tasks, id)
 	}

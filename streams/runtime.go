@@ -66,6 +66,8 @@ type App struct {
 		// task from the committed changelogs before processing again: the assignment
 		// changed, or a transaction aborted and the stores hold its effects.
 		rebuild bool
+		// dropped counts the late records of tasks already closed.
+		dropped int64
 	}
 	partitions sync.Map // full topic name -> partition count (int)
 
@@ -328,6 +330,7 @@ func (a *App) finish(cl *kgo.Client) error {
 		errs = append(errs, a.commitAtLeastOnce(ctx))
 	}
 	for id, tk := range a.mu.tasks {
+		a.mu.dropped += tk.dropped
 		errs = append(errs, tk.close())
 		delete(a.mu.tasks, id)
 	}
@@ -375,4 +378,16 @@ func (a *App) partitionCount(topic string) (int, error) {
 	}
 	a.partitions.Store(topic, len(d.Partitions))
 	return len(d.Partitions), nil
+}
+
+// DroppedRecords is the number of records this instance's windowed operators dropped as
+// late (past every window's grace period) since Run started.
+func (a *App) DroppedRecords() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.mu.dropped
+	for _, tk := range a.mu.tasks {
+		n += tk.dropped
+	}
+	return n
 }

@@ -32,6 +32,7 @@ type task struct {
 	emit       emitFunc
 	partitions func(topic string) (int, error) // partition count of a topic, for partitioners
 	puncts     []*punctuator
+	dropped    int64 // records dropped as late (past every window's grace period)
 }
 
 // nodeContext is one node inside one task.

@@ -152,3 +152,6 @@ func KeyValueStore[K, V any](d *Driver, name string) streams.KeyValueStore[K, V]
 	}
 	return kv
 }
+
+// DroppedRecords is the number of records windowed operators dropped as late.
+func (d *Driver) DroppedRecords() int64 { return d.d.DroppedRecords() }
