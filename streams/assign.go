@@ -64,9 +64,16 @@ func (a *App) createInternalTopics(ctx context.Context) error {
 			}
 		}
 		for _, st := range s.stores {
-			if t.b.stores[st].changelog {
-				compact := "compact"
-				topics[t.topicName(a.cfg.ApplicationID, st+"-changelog")] = want{subCount[s.id], map[string]*string{"cleanup.policy": &compact}}
+			if d := t.b.stores[st]; d.changelog {
+				configs := map[string]*string{}
+				for k, v := range d.topicConfigs {
+					configs[k] = &v
+				}
+				if len(configs) == 0 {
+					compact := "compact"
+					configs["cleanup.policy"] = &compact
+				}
+				topics[t.topicName(a.cfg.ApplicationID, st+"-changelog")] = want{subCount[s.id], configs}
 			}
 		}
 	}

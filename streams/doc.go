@@ -56,17 +56,20 @@
 // Exists: serdes (package serde); streams and tables from topics; Filter, FilterNot, Map,
 // MapValues, FlatMap, FlatMapValues, SelectKey, Split/Branch, Merge, Peek, Foreach, To (with
 // a partitioner), Repartition; GroupByKey and GroupBy with Count, Reduce and Aggregate into a
-// KTable; ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
+// KTable; windowed aggregation over tumbling and hopping time windows with a grace period
+// (WindowedBy, CountWindowed, ReduceWindowed, AggregateWindowed; late records dropped and
+// counted); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
 // stores and punctuators on stream time and wall-clock time); in-memory key-value stores
 // with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
 // exactly_once_v2.
 //
-// Not yet: windowed aggregation (tumbling, hopping, sliding, session
-// windows, grace, suppress); joins (stream-stream, stream-table, table-table, global
-// tables, foreign-key); timestamp extractors other than the record's own; late-record
-// metrics; persistent (pebble) stores and window/session stores; a record cache (every table
-// update is forwarded); standby replicas and a sticky, state-aware assignor; more than one
-// stream thread per App; interactive queries and application.server; deserialization and
-// production exception handlers (an error stops Run) and the uncaught-error handler;
-// co-partitioning checks; KTable operators other than ToStream.
+// Not yet: sliding and session windows, suppress-until-window-closes; joins
+// (stream-stream, stream-table, table-table, global tables, foreign-key); timestamp
+// extractors other than the record's own; persistent (pebble) stores and window stores of
+// their own (windows live in an in-memory key-value store keyed by key and window start); a
+// record cache (every table update is forwarded); standby replicas and a sticky,
+// state-aware assignor; more than one stream thread per App; interactive queries and
+// application.server; deserialization and production exception handlers (an error stops
+// Run) and the uncaught-error handler; co-partitioning checks; KTable operators other than
+// ToStream; restore progress reporting.
 package streams

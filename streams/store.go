@@ -40,7 +40,9 @@ type stateStore interface {
 type storeDef struct {
 	name      string
 	changelog bool
-	make      func(log changelogWriter) stateStore
+	// topicConfigs of the changelog topic; nil is cleanup.policy=compact.
+	topicConfigs map[string]string
+	make         func(log changelogWriter) stateStore
 }
 
 // changelogWriter sends one store change to the changelog; a nil value is a deletion.

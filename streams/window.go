@@ -144,7 +144,14 @@ func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Ser
 		b.errs = append(b.errs, fmt.Errorf("streams: windowed aggregation %q needs the key serde (WithSerdes)", store))
 	}
 	wks := WindowedSerde(s.ks, ws.w.Size)
-	b.addStore(newMemKV(store, wks, vas))
+	def := newMemKV(store, wks, vas)
+	// As Kafka Streams: a window store's changelog is compacted and also deleted past the
+	// retention plus a day (windowstore.changelog.additional.retention.ms).
+	def.topicConfigs = map[string]string{
+		"cleanup.policy": "compact,delete",
+		"retention.ms":   fmt.Sprint((ws.w.Size + ws.w.Grace + 24*time.Hour).Milliseconds()),
+	}
+	b.addStore(def)
 	w := ws.w
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance { return &windowAggregator[K, V, VA]{store: store, w: w, f: f, expired: -1} }}, s.n)
