@@ -33,6 +33,7 @@ func (a *App) runExactlyOnce(ctx context.Context) error {
 		kgo.TransactionalID(a.cfg.ApplicationID+"-"+hex.EncodeToString(id[:])),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
+		kgo.TransactionTimeout(a.cfg.TransactionTimeout),
 	)
 	s, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {

@@ -36,6 +36,13 @@ type Config struct {
 	// CommitInterval is commit.interval.ms: how often processed offsets are committed
 	// (30s at-least-once and 100ms exactly-once when zero, Kafka Streams' defaults).
 	CommitInterval time.Duration
+	// TransactionTimeout is transaction.timeout.ms under exactly_once_v2 (10s when zero, as
+	// Kafka Streams): how long the cluster keeps a crashed instance's open transaction before
+	// aborting it, and so how long its tasks' new owner waits for their committed state.
+	TransactionTimeout time.Duration
+	// SessionTimeout is the group's session.timeout.ms (45s when zero, Kafka's default): how
+	// long a crashed instance keeps its tasks.
+	SessionTimeout time.Duration
 	// ReplicationFactor of the internal topics; 0 is -1, the broker's default.
 	ReplicationFactor int16
 	// Logger logs rebalances and restores; nil discards.
@@ -107,6 +114,12 @@ func New(b *Builder, cfg Config) (*App, error) {
 		if cfg.Guarantee == ExactlyOnceV2 {
 			cfg.CommitInterval = 100 * time.Millisecond
 		}
+	}
+	if cfg.TransactionTimeout <= 0 {
+		cfg.TransactionTimeout = 10 * time.Second
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 45 * time.Second
 	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
@@ -200,6 +213,7 @@ func (a *App) clientOpts() []kgo.Opt {
 		kgo.OnPartitionsLost(a.lost),
 		kgo.RecordPartitioner(partitioner{}),
 		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.SessionTimeout(a.cfg.SessionTimeout),
 	}
 	return append(o, a.cfg.ClientOpts...)
 }
