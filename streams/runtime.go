@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -404,4 +405,21 @@ func (a *App) DroppedRecords() int64 {
 		n += tk.dropped
 	}
 	return n
+}
+
+// Tasks are the tasks this instance runs now, ordered by sub-topology and partition.
+func (a *App) Tasks() []TaskID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]TaskID, 0, len(a.mu.tasks))
+	for id := range a.mu.tasks {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y TaskID) int {
+		if x.Subtopology != y.Subtopology {
+			return x.Subtopology - y.Subtopology
+		}
+		return int(x.Partition - y.Partition)
+	})
+	return ids
 }
