@@ -127,6 +127,7 @@ func (a *App) createTasksLocked(ctx context.Context, cl *kgo.Client, ps map[stri
 			if err != nil {
 				return created, err
 			}
+			tk.badRecord = a.badRecord
 			a.mu.tasks[id] = tk
 			created = append(created, tk)
 		}
@@ -172,6 +173,7 @@ func (a *App) dropLocked(ps map[string][]int32) {
 			id := TaskID{Subtopology: s.id, Partition: p}
 			if tk, ok := a.mu.tasks[id]; ok {
 				a.mu.dropped += tk.dropped
+				a.mu.skipped += tk.skipped
 				if err := tk.close(); err != nil {
 					a.failLocked(err)
 				}

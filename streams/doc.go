@@ -61,7 +61,8 @@
 // counted); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
 // stores and punctuators on stream time and wall-clock time); in-memory key-value stores
 // with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
-// exactly_once_v2.
+// exactly_once_v2, with instances of one application.id sharing its tasks; the
+// deserialization exception handler (LogAndFail, LogAndContinue).
 //
 // Not yet: sliding and session windows, suppress-until-window-closes; joins
 // (stream-stream, stream-table, table-table, global tables, foreign-key); timestamp
@@ -69,7 +70,7 @@
 // their own (windows live in an in-memory key-value store keyed by key and window start); a
 // record cache (every table update is forwarded); standby replicas and a sticky,
 // state-aware assignor; more than one stream thread per App; interactive queries and
-// application.server; deserialization and production exception handlers (an error stops
-// Run) and the uncaught-error handler; co-partitioning checks; KTable operators other than
+// application.server; the production exception handler (a failed produce stops Run) and
+// the uncaught-error handler; co-partitioning checks; KTable operators other than
 // ToStream; restore progress reporting.
 package streams

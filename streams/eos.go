@@ -101,6 +101,7 @@ func (a *App) rebuild(ctx context.Context, s *kgo.GroupTransactSession) error {
 	var errs []error
 	for id, tk := range a.mu.tasks {
 		a.mu.dropped += tk.dropped
+		a.mu.skipped += tk.skipped
 		errs = append(errs, tk.close())
 		delete(a.mu.tasks, id)
 	}

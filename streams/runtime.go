@@ -25,6 +25,17 @@ const (
 	ExactlyOnceV2 Guarantee = "exactly_once_v2"
 )
 
+// DeserializationHandler is what to do with a record that does not deserialize, by Kafka
+// Streams' handler names.
+type DeserializationHandler int
+
+const (
+	// LogAndFail stops processing (Run returns the error).
+	LogAndFail DeserializationHandler = iota
+	// LogAndContinue logs the error and skips the record (App.SkippedRecords counts it).
+	LogAndContinue
+)
+
 // Config configures an application instance.
 type Config struct {
 	// ApplicationID is application.id: the consumer group, the transactional id prefix
@@ -46,6 +57,10 @@ type Config struct {
 	SessionTimeout time.Duration
 	// ReplicationFactor of the internal topics; 0 is -1, the broker's default.
 	ReplicationFactor int16
+	// DeserializationExceptionHandler decides about a source record whose key or value does
+	// not deserialize (default.deserialization.exception.handler): LogAndFail (the default)
+	// stops Run with the error, LogAndContinue logs it and skips the record.
+	DeserializationExceptionHandler DeserializationHandler
 	// Logger logs rebalances and restores; nil discards.
 	Logger *slog.Logger
 	// ClientOpts are added to every client the application makes (TLS, SASL, ...).
@@ -74,8 +89,9 @@ type App struct {
 		// task from the committed changelogs before processing again: the assignment
 		// changed, or a transaction aborted and the stores hold its effects.
 		rebuild bool
-		// dropped counts the late records of tasks already closed.
-		dropped int64
+		// dropped and skipped count the late and the undeserializable records of tasks
+		// already closed.
+		dropped, skipped int64
 	}
 	partitions sync.Map // full topic name -> partition count (int)
 
@@ -346,6 +362,7 @@ func (a *App) finish(cl *kgo.Client) error {
 	}
 	for id, tk := range a.mu.tasks {
 		a.mu.dropped += tk.dropped
+		a.mu.skipped += tk.skipped
 		errs = append(errs, tk.close())
 		delete(a.mu.tasks, id)
 	}
@@ -422,4 +439,25 @@ func (a *App) Tasks() []TaskID {
 		return int(x.Partition - y.Partition)
 	})
 	return ids
+}
+
+// SkippedRecords is the number of records this instance skipped because they did not
+// deserialize (with LogAndContinue) since Run started.
+func (a *App) SkippedRecords() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.mu.skipped
+	for _, tk := range a.mu.tasks {
+		n += tk.skipped
+	}
+	return n
+}
+
+// badRecord is the tasks' deserialization handler, from the configuration.
+func (a *App) badRecord(err error) error {
+	if a.cfg.DeserializationExceptionHandler != LogAndContinue {
+		return err
+	}
+	a.log.Warn("streams: skipping a record that does not deserialize", "err", err)
+	return nil
 }

@@ -33,6 +33,10 @@ type task struct {
 	partitions func(topic string) (int, error) // partition count of a topic, for partitioners
 	puncts     []*punctuator
 	dropped    int64 // records dropped as late (past every window's grace period)
+	// badRecord decides about a source record that does not deserialize: nil skips it (it
+	// is counted in skipped), an error stops processing. nil fails every such record.
+	badRecord func(err error) error
+	skipped   int64
 }
 
 // nodeContext is one node inside one task.
@@ -121,12 +125,12 @@ func (tk *task) process(topic string, offset int64, key, value []byte, ts int64,
 	var err error
 	if key != nil {
 		if r.key, err = src.keyDe(full, key); err != nil {
-			return fmt.Errorf("streams: %s partition %d offset %d: key: %w", full, tk.id.Partition, offset, err)
+			return tk.bad(fmt.Errorf("streams: %s partition %d offset %d: key: %w", full, tk.id.Partition, offset, err))
 		}
 	}
 	if value != nil {
 		if r.value, err = src.valDe(full, value); err != nil {
-			return fmt.Errorf("streams: %s partition %d offset %d: value: %w", full, tk.id.Partition, offset, err)
+			return tk.bad(fmt.Errorf("streams: %s partition %d offset %d: value: %w", full, tk.id.Partition, offset, err))
 		}
 	}
 	if ts > tk.streamTime {
@@ -140,6 +144,18 @@ func (tk *task) process(topic string, offset int64, key, value []byte, ts int64,
 		return err
 	}
 	return tk.punctuate(StreamTime, tk.streamTime)
+}
+
+// bad is a source record that did not deserialize, as the deserialization handler decides.
+func (tk *task) bad(err error) error {
+	if tk.badRecord == nil {
+		return err
+	}
+	if err := tk.badRecord(err); err != nil {
+		return err
+	}
+	tk.skipped++
+	return nil
 }
 
 // punctuate fires the punctuators of typ due at now. A punctuator that missed several
