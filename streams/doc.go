@@ -53,7 +53,8 @@
 //
 // # What exists, and what does not yet
 //
-// Exists: serdes (package serde); streams and tables from topics; Filter, FilterNot, Map,
+// Exists: serdes (package serde); streams and tables from topics, with the record's
+// timestamp or a timestamp extractor's (StreamWith); Filter, FilterNot, Map,
 // MapValues, FlatMap, FlatMapValues, SelectKey, Split/Branch, Merge, Peek, Foreach, To (with
 // a partitioner), Repartition; GroupByKey and GroupBy with Count, Reduce and Aggregate into a
 // KTable; windowed aggregation over tumbling and hopping time windows with a grace period
@@ -65,8 +66,7 @@
 // deserialization exception handler (LogAndFail, LogAndContinue).
 //
 // Not yet: sliding and session windows, suppress-until-window-closes; joins
-// (stream-stream, stream-table, table-table, global tables, foreign-key); timestamp
-// extractors other than the record's own; persistent (pebble) stores and window stores of
+// (stream-stream, stream-table, table-table, global tables, foreign-key); persistent (pebble) stores and window stores of
 // their own (windows live in an in-memory key-value store keyed by key and window start); a
 // record cache (every table update is forwarded); standby replicas and a sticky,
 // state-aware assignor; more than one stream thread per App; interactive queries and

@@ -161,3 +161,13 @@ func (d *TestDriver) DroppedRecords() int64 {
 	}
 	return n
 }
+
+// SkippedRecords is the number of source records skipped: undeserializable ones under a
+// skipping handler, and those a timestamp extractor gave no valid time.
+func (d *TestDriver) SkippedRecords() int64 {
+	var n int64
+	for _, tk := range d.tasks {
+		n += tk.skipped
+	}
+	return n
+}

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gregor-project/gregor/streams/serde"
 )
@@ -46,6 +47,36 @@ func Stream[K, V any](b *Builder, topic string, ks serde.Serde[K], vs serde.Serd
 	n := b.add(&node{kind: sourceNode, name: b.nameOr(opts(o), "KSTREAM-SOURCE-"), topics: []string{topic},
 		keyDe: deserializer(ks), valDe: deserializer(vs)})
 	return KStream[K, V]{b: b, n: n, ks: ks, vs: vs}
+}
+
+// Consumed says how StreamWith reads a topic: serdes and an optional timestamp extractor.
+type Consumed[K, V any] struct {
+	Key   serde.Serde[K]
+	Value serde.Serde[V]
+	// TimestampExtractor gives a record its timestamp instead of the record's own (Kafka's
+	// TimestampExtractor; streamTime is the task's, zero before its first record). A time
+	// before the epoch drops the record (counted with the skipped records).
+	TimestampExtractor func(r Record[K, V], streamTime time.Time) time.Time
+	Name               string
+}
+
+// StreamWith is a stream of the records of topic, read as c says.
+func StreamWith[K, V any](b *Builder, topic string, c Consumed[K, V]) KStream[K, V] {
+	s := Stream(b, topic, c.Key, c.Value, Named(c.Name))
+	if f := c.TimestampExtractor; f != nil {
+		s.n.timestamp = func(r rec, streamTime int64) int64 {
+			st := time.Time{}
+			if streamTime >= 0 {
+				st = fromMillis(streamTime)
+			}
+			t := f(typed[K, V](r), st)
+			if t.Before(time.Unix(0, 0)) {
+				return -1
+			}
+			return millis(t)
+		}
+	}
+	return s
 }
 
 // WithSerdes returns s with its key and value serdes set, for a later repartition.

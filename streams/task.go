@@ -133,6 +133,13 @@ func (tk *task) process(topic string, offset int64, key, value []byte, ts int64,
 			return tk.bad(fmt.Errorf("streams: %s partition %d offset %d: value: %w", full, tk.id.Partition, offset, err))
 		}
 	}
+	if src.timestamp != nil {
+		if ts = src.timestamp(r, tk.streamTime); ts < 0 {
+			tk.skipped++
+			return nil
+		}
+		r.ts = ts
+	}
 	if ts > tk.streamTime {
 		tk.streamTime = ts
 	}

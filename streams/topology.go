@@ -46,6 +46,9 @@ type node struct {
 	// source
 	topics       []string
 	keyDe, valDe func(topic string, b []byte) (any, error)
+	// timestamp, when set, gives a source record its timestamp (ms) from the deserialized
+	// record and the task's stream time; a negative result drops the record.
+	timestamp func(r rec, streamTime int64) int64
 
 	// processor
 	supplier func() procInstance

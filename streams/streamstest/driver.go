@@ -155,3 +155,6 @@ func KeyValueStore[K, V any](d *Driver, name string) streams.KeyValueStore[K, V]
 
 // DroppedRecords is the number of records windowed operators dropped as late.
 func (d *Driver) DroppedRecords() int64 { return d.d.DroppedRecords() }
+
+// SkippedRecords is the number of source records skipped (see streams.TestDriver).
+func (d *Driver) SkippedRecords() int64 { return d.d.SkippedRecords() }
