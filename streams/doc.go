@@ -59,14 +59,14 @@
 // a partitioner), Repartition; GroupByKey and GroupBy with Count, Reduce and Aggregate into a
 // KTable; windowed aggregation over tumbling and hopping time windows with a grace period
 // (WindowedBy, CountWindowed, ReduceWindowed, AggregateWindowed; late records dropped and
-// counted); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
+// counted); stream-table joins (Join, LeftJoin); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
 // stores and punctuators on stream time and wall-clock time); in-memory key-value stores
 // with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
 // exactly_once_v2, with instances of one application.id sharing its tasks; the
 // deserialization exception handler (LogAndFail, LogAndContinue).
 //
-// Not yet: sliding and session windows, suppress-until-window-closes; joins
-// (stream-stream, stream-table, table-table, global tables, foreign-key); persistent (pebble) stores and window stores of
+// Not yet: sliding and session windows, suppress-until-window-closes; the other joins
+// (stream-stream, table-table, global tables, foreign-key); persistent (pebble) stores and window stores of
 // their own (windows live in an in-memory key-value store keyed by key and window start); a
 // record cache (every table update is forwarded); standby replicas and a sticky,
 // state-aware assignor; more than one stream thread per App; interactive queries and
