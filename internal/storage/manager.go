@@ -742,9 +742,9 @@ func (m *Manager) FlushDue(nowMs int64) error {
 type DirUsage struct {
 	Path    string
 	ID      DirID
-	Offline bool // the dir has failed (FailDir): Sizes and Future are empty
-	Sizes  map[TopicPartition]int64       // every partition in the dir, by its size in bytes
-	Future map[TopicPartition]FutureUsage // the partitions being moved into the dir
+	Offline bool                           // the dir has failed (FailDir): Sizes and Future are empty
+	Sizes   map[TopicPartition]int64       // every partition in the dir, by its size in bytes
+	Future  map[TopicPartition]FutureUsage // the partitions being moved into the dir
 }
 
 // FutureUsage is a future log (a partition being moved into a dir): its size and how many
