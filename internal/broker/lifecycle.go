@@ -34,9 +34,12 @@ func newIncarnation() [16]byte {
 // register sends BrokerRegistration until it succeeds or ctx ends.
 func (b *Broker) register(ctx context.Context) error {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
-	req.SetVersion(1)
+	req.SetVersion(2) // v2: LogDirs (KIP-858)
 	req.BrokerID = b.cfg.NodeID
 	req.ClusterID = b.clusterID
+	for _, id := range b.logs.DirIDs() {
+		req.LogDirs = append(req.LogDirs, [16]byte(id))
+	}
 	req.IncarnationID = b.incarnation
 	for _, l := range b.cfg.AdvertisedListeners {
 		rl := kmsg.NewBrokerRegistrationRequestListener()
@@ -87,6 +90,7 @@ func (b *Broker) heartbeat(ctx context.Context, wantShutdown bool) (*kmsg.Broker
 	req.BrokerEpoch = b.epoch.Load()
 	req.CurrentMetadataOffset = b.meta.Image().Offset
 	req.WantShutdown = wantShutdown
+	req.OfflineLogDirs = b.offlineDirIDs() // v1: the failed log dirs (KIP-858)
 	resp, err := b.ctrl.Request(ctx, req)
 	if err != nil {
 		return nil, err

@@ -216,6 +216,12 @@ func (b *Broker) reconcilePartition(w partitionWork) {
 	} else if w.configsChanged {
 		p.Reconfigure(w.settings)
 	}
+	if p.Log().Offline() {
+		// Its log dir failed (logdirs.go): it neither leads nor follows until a restart;
+		// the controller has moved or is moving its leadership elsewhere.
+		b.fetchers.Unfollow(p)
+		return
+	}
 	reg := replica.LeaderAndISR{
 		Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
 		Replicas: np.Replicas, ISR: np.ISR, Adding: np.Adding, Removing: np.Removing,
