@@ -615,9 +615,10 @@ func (m *Manager) Close() error {
 	if err := m.checkpointLocked(); err != nil {
 		errs = append(errs, err)
 	}
+	var offline []error // failed dirs: reported, but no reason to doubt the others
 	for _, d := range m.dirs {
 		if d.offline {
-			m.logger.Error("log dir failed while running: no clean-shutdown marker", "log_dir", d.path, "err", d.offlineErr)
+			offline = append(offline, fmt.Errorf("%w: %s: %w", ErrLogDirOffline, d.path, d.offlineErr))
 			continue
 		}
 		// After an unclean stop only the logs opened since were recovered: the marker would
@@ -646,7 +647,7 @@ func (m *Manager) Close() error {
 		errs = append(errs, failed[d]...)
 	}
 	m.mu.logs = nil
-	return errors.Join(errs...)
+	return errors.Join(append(errs, offline...)...)
 }
 
 // closeWorkers is how many logs Close closes at once: closing is mostly waiting for fsyncs,
