@@ -393,6 +393,9 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			}
 		case m.mu.closed:
 			err = errors.Join(ErrLogClosed, l.Close())
+		case d.offline: // FailDir ran while it opened
+			l.takeOffline(d.offlineErr)
+			err = errors.Join(offlineErrLocked(d, tp), l.Close())
 		default:
 			m.mu.logs[tp] = l
 		}

@@ -2,7 +2,8 @@
 // on its CONTROLLER listener, one file per API key (as package api does for brokers).
 //
 // Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), report ISR changes
-// (AlterPartition) and the replicas of a failed log dir (AssignReplicasToDirs), get producer id blocks (AllocateProducerIds) and forward admin requests
+// (AlterPartition) and the replicas of a failed log dir (AssignReplicasToDirs), get producer
+// id blocks (AllocateProducerIds) and forward admin requests
 // (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
 // ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker,
 // CreateAcls, DeleteAcls, AlterUserScramCredentials) here; each becomes one command of the state machine (package state) run by the quorum on
