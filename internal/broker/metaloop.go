@@ -216,15 +216,21 @@ func (b *Broker) reconcilePartition(w partitionWork) {
 	} else if w.configsChanged {
 		p.Reconfigure(w.settings)
 	}
-	if p.Log().Offline() {
-		// Its log dir failed (logdirs.go): it neither leads nor follows until a restart;
-		// the controller has moved or is moving its leadership elsewhere.
-		b.fetchers.Unfollow(p)
-		return
-	}
 	reg := replica.LeaderAndISR{
 		Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
 		Replicas: np.Replicas, ISR: np.ISR, Adding: np.Adding, Removing: np.Removing,
+	}
+	if p.Log().Offline() {
+		// Its log dir failed (logdirs.go): it neither leads nor fetches until a restart. Once
+		// the controller has moved the leadership, it resigns (waiting acks=all produces fail
+		// with NOT_LEADER_OR_FOLLOWER, no more ISR changes are proposed from here).
+		b.fetchers.Unfollow(p)
+		if np.Leader != local {
+			if err := p.MakeFollower(reg); err != nil {
+				b.log.Warn("resigning the leadership of a partition on a failed log dir", "topic", t.Name, "partition", idx, "err", err)
+			}
+		}
+		return
 	}
 	if np.Leader == local {
 		b.fetchers.Unfollow(p)

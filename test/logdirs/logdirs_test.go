@@ -60,9 +60,17 @@ func TestFailedLogDirGoesOfflineAlone(t *testing.T) {
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(64))
 	adm := kadm.NewClient(cl)
-	if resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create: %v %v", err, resp.Err)
-	}
+	// The brokers register once they serve: the topic is created once all three are in.
+	c.WaitFor(t, time.Minute, func() bool {
+		resp, err := adm.CreateTopic(ctx, partitions, 3, nil, topic)
+		if err != nil || errors.Is(resp.Err, kerr.InvalidReplicationFactor) {
+			return false
+		}
+		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) { // a retry of a create that went through
+			t.Fatalf("create: %v", resp.Err)
+		}
+		return true
+	}, "the topic to be created on three brokers")
 
 	acked := map[int32][]string{} // the acknowledged values of each partition
 	produce := func(p int32, value string) error {
