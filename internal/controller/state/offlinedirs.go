@@ -89,3 +89,29 @@ func (c *Controller) OfflineReplicas(req OfflineReplicasRequest) ([]Record, Offl
 	}
 	return recs, resp
 }
+
+// checkLogDirs refuses a registration whose directory ids repeat or are among Kafka's
+// reserved ones (UNASSIGNED, LOST, MIGRATING: first 15 bytes zero, last below 100) with
+// INVALID_REGISTRATION, as Kafka's ClusterControlManager does.
+func checkLogDirs(node int32, dirs []UUID) error {
+	seen := make(map[UUID]bool, len(dirs))
+	for _, d := range dirs {
+		if reservedDirID(d) {
+			return errf(kerr.InvalidRegistration, "broker %d: reserved directory id %s", node, d)
+		}
+		if seen[d] {
+			return errf(kerr.InvalidRegistration, "broker %d: directory id %s listed twice", node, d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
+func reservedDirID(id UUID) bool {
+	for _, b := range id[:15] {
+		if b != 0 {
+			return false
+		}
+	}
+	return id[15] < 100
+}

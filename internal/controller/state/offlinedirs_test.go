@@ -70,3 +70,19 @@ func TestOfflineReplicasMoveOnlyThosePartitions(t *testing.T) {
 		t.Errorf("errors %v %v", resp.Err, resp.Errors)
 	}
 }
+
+// A registration naming a directory id twice, or a reserved one, is INVALID_REGISTRATION.
+func TestRegisterBrokerChecksLogDirs(t *testing.T) {
+	h := newHarness(t)
+	reg := func(dirs ...UUID) error {
+		_, resp := h.c.RegisterBroker(h.now, RegisterBrokerRequest{NodeID: 1, IncarnationID: UUID{1, 1}, ClusterID: testCluster,
+			Endpoints: []Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9092}}, LogDirs: dirs})
+		return resp.Err
+	}
+	lost := UUID{}
+	lost[15] = 2
+	wantErr(t, reg(UUID{7}, UUID{7}), kerr.InvalidRegistration)
+	wantErr(t, reg(UUID{7}, lost), kerr.InvalidRegistration)
+	wantErr(t, reg(UUID{7}, UUID{8}), nil)
+	wantErr(t, reg(), nil)
+}
