@@ -91,17 +91,18 @@ type Broker struct {
 	caughtUp       bool // owned by the metadata goroutine (and Start before it runs)
 	straysRemoved  bool // owned by the metadata goroutine
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // serving goroutines
-	bgWG   sync.WaitGroup // heartbeat, metadata, replication loops
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // serving goroutines
+	bgWG     sync.WaitGroup // heartbeat, metadata, replication loops
+	once     sync.Once
+	err      error
+	shutdown bool
+
 	// dirFailures queues failed log dirs for logDirFailureLoop; onAllLogDirsFailed is
 	// Options.OnLogDirFailure (logdirs.go). Both fixed at Start.
 	dirFailures        *dirFailures
 	onAllLogDirsFailed func(dir string, err error)
-	once               sync.Once
-	err                error
-	shutdown           bool
 
 	// failed is closed (once, by fail) when the node cannot go on and its process must stop;
 	// failErr, written before, says why.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,8 +38,11 @@ func (b *Broker) register(ctx context.Context) error {
 	req.SetVersion(2) // v2: LogDirs (KIP-858)
 	req.BrokerID = b.cfg.NodeID
 	req.ClusterID = b.clusterID
+	offline := b.logs.OfflineDirIDs()
 	for _, id := range b.logs.DirIDs() {
-		req.LogDirs = append(req.LogDirs, [16]byte(id))
+		if !slices.Contains(offline, id) { // the online ones; heartbeats name the others
+			req.LogDirs = append(req.LogDirs, [16]byte(id))
+		}
 	}
 	req.IncarnationID = b.incarnation
 	for _, l := range b.cfg.AdvertisedListeners {
