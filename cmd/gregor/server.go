@@ -94,12 +94,12 @@ func serverCommand() *cobra.Command {
 }
 
 // haltOnLogDirFailure ends the process at once (no clean shutdown: nothing more is written to
-// the failed dir), with exit status 1, as Kafka's LogManager halts a broker whose log dirs have
-// all failed; with several log dirs one failed dir is enough, as the controller cannot yet be
-// told of it alone, so the partitions' leaderships move with the whole broker. An operator
-// starts it again once the disk is fixed or has room.
+// the failed dirs), with exit status 1, as Kafka's broker halts once all its log dirs have
+// failed. The broker calls it only then: one failed dir among several goes offline alone, its
+// partitions' leaderships moving to other brokers (KIP-858). An operator starts it again once
+// the disk is fixed or has room.
 func haltOnLogDirFailure(log *slog.Logger, dir string, err error) {
-	log.Error("shutting down: a log dir has failed (an I/O error took a partition's log offline)", "log_dir", dir, "err", err)
+	log.Error("shutting down: a log dir has failed and no log dir is left online", "log_dir", dir, "err", err)
 	os.Exit(1)
 }
 

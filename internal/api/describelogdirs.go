@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
@@ -14,7 +15,8 @@ import (
 // DescribeLogDirs v0-v4: every log dir of log.dirs, in order, with each of its partitions'
 // size on disk (all of them when the request names no topics), a replica being moved into the
 // dir (AlterReplicaLogDirs) as a future one (is_future_key, offset_lag: how far it is behind
-// the current replica), and from v4 the file system's total and usable bytes.
+// the current replica), and from v4 the file system's total and usable bytes. A failed dir
+// (KIP-858) is listed with KAFKA_STORAGE_ERROR and no partitions.
 
 func handleDescribeLogDirs(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeLogDirsRequest)
@@ -35,6 +37,11 @@ func describeLogDir(u storage.DirUsage, topics []kmsg.DescribeLogDirsRequestTopi
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = u.Path
 	dir.TotalBytes, dir.UsableBytes = -1, -1
+	if u.Offline {
+		// A failed dir, as Kafka reports one: KAFKA_STORAGE_ERROR and nothing else.
+		dir.ErrorCode = kerr.KafkaStorageError.Code
+		return dir
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(u.Path, &st); err == nil {
 		dir.TotalBytes = int64(st.Blocks) * st.Bsize

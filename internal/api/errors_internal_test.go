@@ -95,6 +95,7 @@ var sentinels = map[string]sentinelCode{
 
 	"storage.ErrAlreadyFormatted":    {err: storage.ErrAlreadyFormatted, never: "gregor storage format, offline; the broker never formats a dir it serves"},
 	"storage.ErrLogOffline":          {err: storage.ErrLogOffline, want: kerr.KafkaStorageError},
+	"storage.ErrLogDirOffline":       {err: storage.ErrLogDirOffline, want: kerr.KafkaStorageError},
 	"storage.ErrLogClosed":           {err: storage.ErrLogClosed, want: kerr.NotLeaderForPartition},
 	"storage.ErrOffsetOutOfRange":    {err: storage.ErrOffsetOutOfRange, want: kerr.OffsetOutOfRange},
 	"storage.ErrOffsetOutOfOrder":    {err: storage.ErrOffsetOutOfOrder}, // Kafka's OffsetsOutOfOrderException has no code

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,11 +17,13 @@ import (
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
-// Disk faults under a running broker: a failed write or fsync of a partition's .log fails the
-// produce with KAFKA_STORAGE_ERROR and takes that partition offline — later produces, fetches
-// and offset look-ups of it fail, Metadata reports it offline — while other partitions keep
-// working; after a restart on a healthy disk everything acknowledged before the fault reads
-// back byte for byte.
+// Disk faults under a running broker with two log dirs: a failed write or fsync of a
+// partition's .log fails the produce with KAFKA_STORAGE_ERROR and takes that partition's log
+// dir offline (KIP-858) — later produces, fetches and offset look-ups of its partitions fail,
+// Metadata lists this replica offline (the controller has left the partition without a leader:
+// it had no other replica), DescribeLogDirs reports the dir with KAFKA_STORAGE_ERROR — while
+// the partitions of the other dir keep working; after a restart on a healthy disk everything
+// acknowledged before the fault reads back byte for byte.
 
 func TestFailedLogWriteTakesPartitionOffline(t *testing.T) {
 	testDiskFault(t, nil, func(ffs *storage.FaultFS) { ffs.FailNextWrite("*.log") })
@@ -43,10 +47,22 @@ type acked struct {
 
 func testDiskFault(t *testing.T, configs map[string]*string, inject func(*storage.FaultFS)) {
 	dir := t.TempDir()
+	logDirs := "log.dirs=" + filepath.Join(dir, "a") + "," + filepath.Join(dir, "b")
 	ffs := storage.NewFaultFS(storage.OS)
-	b := testutil.StartBrokerIn(t, dir, ffs)
+	b := testutil.StartBrokerIn(t, dir, ffs, logDirs)
 	createTopic(t, b.Addr(), "disk", 2, configs)
 	cl := newClient(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	adm := kadm.NewClient(cl)
+	nodeID := request[*kmsg.MetadataResponse](t, cl, metadataReq("disk")).Brokers[0].NodeID
+	described, err := adm.DescribeBrokerLogDirs(ctxT(t), nodeID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir0, ok0 := described.LookupPartition("disk", 0)
+	dir1, ok1 := described.LookupPartition("disk", 1)
+	if !ok0 || !ok1 || dir0.Dir == dir1.Dir {
+		t.Fatalf("the two partitions are not in the two log dirs: %+v %+v", dir0, dir1)
+	}
 
 	before := map[int32]*acked{0: {}, 1: {}}
 	for i := 0; i < 20; i++ {
@@ -71,8 +87,10 @@ func testDiskFault(t *testing.T, configs map[string]*string, inject func(*storag
 	// A short metadata min age makes those refreshes (5 s apart by default) quick.
 	failing := newClient(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
 		kgo.RecordRetries(2), kgo.MetadataMinAge(50*time.Millisecond), kgo.RecordDeliveryTimeout(20*time.Second))
-	err := failing.ProduceSync(ctxT(t), &kgo.Record{Topic: "disk", Partition: 0, Value: []byte("fails")}).FirstErr()
-	if !errors.Is(err, kerr.KafkaStorageError) {
+	err = failing.ProduceSync(ctxT(t), &kgo.Record{Topic: "disk", Partition: 0, Value: []byte("fails")}).FirstErr()
+	// The broker answers KAFKA_STORAGE_ERROR; by the client's last retry the controller may
+	// have left the partition without a leader.
+	if !errors.Is(err, kerr.KafkaStorageError) && !errors.Is(err, kerr.LeaderNotAvailable) {
 		t.Fatalf("produce on a failing disk: got %v, want KAFKA_STORAGE_ERROR", err)
 	}
 	if ffs.Fired() == fired {
@@ -94,11 +112,16 @@ func testDiskFault(t *testing.T, configs map[string]*string, inject func(*storag
 			t.Fatalf("ListOffsets %d of the offline partition: %v", ts, kerr.ErrorForCode(code))
 		}
 	}
-	// Metadata says so, as Kafka does: KAFKA_STORAGE_ERROR and the replica listed offline.
-	md := request[*kmsg.MetadataResponse](t, cl, metadataReq("disk"))
+	// The controller, told of the failed dir, leaves partition 0 (no other replica) without a
+	// leader; Metadata says so, as Kafka does: LEADER_NOT_AVAILABLE, the replica offline.
+	var md *kmsg.MetadataResponse
+	waitFor(t, 20*time.Second, "partition 0 to lose its leader", func() bool {
+		md = request[*kmsg.MetadataResponse](t, cl, metadataReq("disk"))
+		return md.Topics[0].Partitions[0].Leader == -1
+	})
 	for _, mp := range md.Topics[0].Partitions {
 		offline := mp.Partition == 0
-		if gotOffline := mp.ErrorCode == kerr.KafkaStorageError.Code && len(mp.OfflineReplicas) == 1; gotOffline != offline {
+		if gotOffline := mp.ErrorCode == kerr.LeaderNotAvailable.Code && len(mp.OfflineReplicas) == 1; gotOffline != offline {
 			t.Fatalf("metadata of partition %d: error %v, offline replicas %v (offline: %v)",
 				mp.Partition, kerr.ErrorForCode(mp.ErrorCode), mp.OfflineReplicas, offline)
 		}
@@ -107,7 +130,16 @@ func testDiskFault(t *testing.T, configs map[string]*string, inject func(*storag
 		}
 	}
 
-	// Partition 1 keeps working, for produce and fetch alike.
+	// DescribeLogDirs reports the failed dir, and only it, with KAFKA_STORAGE_ERROR.
+	described, err = adm.DescribeBrokerLogDirs(ctxT(t), nodeID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(described[dir0.Dir].Err, kerr.KafkaStorageError) || described[dir1.Dir].Err != nil {
+		t.Fatalf("DescribeLogDirs after the fault: %s: %v, %s: %v", dir0.Dir, described[dir0.Dir].Err, dir1.Dir, described[dir1.Dir].Err)
+	}
+
+	// Partition 1, in the other dir, keeps working, for produce and fetch alike.
 	extra := &kgo.Record{Topic: "disk", Partition: 1, Value: []byte("after the fault")}
 	produceSync(t, cl, extra)
 	before[1].records = append(before[1].records, extra)
@@ -117,12 +149,12 @@ func testDiskFault(t *testing.T, configs map[string]*string, inject func(*storag
 	// Close: the broker reports that it could not shut down cleanly (no clean-shutdown
 	// marker, so the next start recovers).
 	if err := b.Close(); err == nil || !errors.Is(err, storage.ErrLogOffline) {
-		t.Fatalf("closing with an offline partition: %v, want ErrLogOffline", err)
+		t.Fatalf("closing with a failed log dir: %v, want ErrLogOffline", err)
 	}
 
 	// Restart on a healthy disk: every acknowledged record is there, byte for byte, and
 	// both partitions take records again.
-	b2 := testutil.StartBrokerIn(t, dir, nil)
+	b2 := testutil.StartBrokerIn(t, dir, nil, logDirs)
 	cl2 := newClient(t, b2.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	for p, a := range before {
 		raw := fetchRaw(t, cl2, b2.Addr(), "disk", p)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -125,7 +126,8 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 // topicMetadata describes a topic's partitions as the image has them. A partition without a
 // leader is LEADER_NOT_AVAILABLE; one whose leader has no endpoint on the client's listener
 // is LISTENER_NOT_FOUND; one led here whose log went offline after an I/O error is
-// KAFKA_STORAGE_ERROR with this replica offline.
+// KAFKA_STORAGE_ERROR with this replica offline; this replica is listed offline too where
+// another broker (or none) leads.
 func (h *Handler) topicMetadata(im *metadata.Image, t *metadata.Topic, listener string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
@@ -155,6 +157,12 @@ func (h *Handler) topicMetadata(im *metadata.Image, t *metadata.Topic, listener 
 		default:
 			if _, _, ok := im.Endpoint(pp.Leader, listener); !ok {
 				mp.ErrorCode = kerr.ListenerNotFound.Code
+			}
+		}
+		if pp.Leader != h.NodeID && slices.Contains(pp.Replicas, h.NodeID) && !slices.Contains(mp.OfflineReplicas, h.NodeID) {
+			// This broker's replica on a failed log dir (KIP-858): offline wherever it leads.
+			if part := h.Replicas.Get(t.Name, int32(i)); part != nil && part.Log().Offline() {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, h.NodeID)
 			}
 		}
 	}

@@ -100,6 +100,11 @@ type Broker struct {
 	err      error
 	shutdown bool
 
+	// dirFailures queues failed log dirs for logDirFailureLoop; onAllLogDirsFailed is
+	// Options.OnLogDirFailure (logdirs.go). Both fixed at Start.
+	dirFailures        *dirFailures
+	onAllLogDirsFailed func(dir string, err error)
+
 	// failed is closed (once, by fail) when the node cannot go on and its process must stop;
 	// failErr, written before, says why.
 	failed   chan struct{}
@@ -155,14 +160,13 @@ type Options struct {
 	// Ctx cancels a start-up still waiting for the controller quorum (a signal). nil:
 	// background.
 	Ctx context.Context
-	// OnLogDirFailure, if set, is called when a write, fsync, truncation or segment deletion
-	// of a partition's log (or of a replica being moved between log dirs) fails: the log
-	// goes offline, and its log dir is failed, as Kafka's LogDirFailureChannel reports it.
-	// It gets the log dir holding the partition and the error, and is called holding that
-	// log's locks. `gregor server` halts the process in it (exit status 1): the controller
-	// is not told of one failed dir among several (KIP-858's offline log dirs), so a running
-	// broker with an offline partition would stay its leader or an out-of-sync follower
-	// until restarted. nil keeps the broker running with the partition offline
+	// OnLogDirFailure, if set, is called once every log dir has failed, with the last one
+	// and its error. A dir fails when a write, fsync, truncation or segment deletion of a
+	// partition's log (or of a replica being moved between log dirs) fails, as Kafka's
+	// LogDirFailureChannel reports it: the dir goes offline alone, its partitions' leaderships
+	// move to other brokers and the others are served on (logdirs.go, KIP-858). `gregor
+	// server` halts the process here (exit status 1), as Kafka's broker does when no log dir
+	// is left. nil keeps the broker running with every partition offline
 	// (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
 	OnLogDirFailure func(dir string, err error)
 	// Dial, if set, opens every connection this node makes to another node (the controller
@@ -229,10 +233,6 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if on := opt.OnLogDirFailure; on != nil {
-		// before any log opens; the partition's directory is in its log dir
-		logs.OnLogOffline = func(partDir string, err error) { on(filepath.Dir(partDir), err) }
-	}
 	metrics := observe.New()
 	logs.OnFlush = metrics.Log.Flushed
 	clusterID, err := format(logs, cfg, log)
@@ -252,6 +252,11 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// Before any log opens: a failed log dir goes offline alone (logdirs.go).
+	b.onAllLogDirsFailed = opt.OnLogDirFailure
+	b.dirFailures = &dirFailures{pending: map[string]error{}, kick: make(chan struct{}, 1)}
+	logs.OnLogOffline = b.onLogOffline
+	b.background(b.logDirFailureLoop)
 	metrics.Watch(metricsSource{b})
 	if err := b.startHTTP(); err != nil {
 		b.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -34,9 +35,15 @@ func newIncarnation() [16]byte {
 // register sends BrokerRegistration until it succeeds or ctx ends.
 func (b *Broker) register(ctx context.Context) error {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
-	req.SetVersion(1)
+	req.SetVersion(2) // v2: LogDirs (KIP-858)
 	req.BrokerID = b.cfg.NodeID
 	req.ClusterID = b.clusterID
+	offline := b.logs.OfflineDirIDs()
+	for _, id := range b.logs.DirIDs() {
+		if !slices.Contains(offline, id) { // the online ones; heartbeats name the others
+			req.LogDirs = append(req.LogDirs, [16]byte(id))
+		}
+	}
 	req.IncarnationID = b.incarnation
 	for _, l := range b.cfg.AdvertisedListeners {
 		rl := kmsg.NewBrokerRegistrationRequestListener()
@@ -87,6 +94,7 @@ func (b *Broker) heartbeat(ctx context.Context, wantShutdown bool) (*kmsg.Broker
 	req.BrokerEpoch = b.epoch.Load()
 	req.CurrentMetadataOffset = b.meta.Image().Offset
 	req.WantShutdown = wantShutdown
+	req.OfflineLogDirs = b.offlineDirIDs() // v1: the failed log dirs (KIP-858)
 	resp, err := b.ctrl.Request(ctx, req)
 	if err != nil {
 		return nil, err

@@ -220,6 +220,18 @@ func (b *Broker) reconcilePartition(w partitionWork) {
 		Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
 		Replicas: np.Replicas, ISR: np.ISR, Adding: np.Adding, Removing: np.Removing,
 	}
+	if p.Log().Offline() {
+		// Its log dir failed (logdirs.go): it neither leads nor fetches until a restart. Once
+		// the controller has moved the leadership, it resigns (waiting acks=all produces fail
+		// with NOT_LEADER_OR_FOLLOWER, no more ISR changes are proposed from here).
+		b.fetchers.Unfollow(p)
+		if np.Leader != local {
+			if err := p.MakeFollower(reg); err != nil {
+				b.log.Warn("resigning the leadership of a partition on a failed log dir", "topic", t.Name, "partition", idx, "err", err)
+			}
+		}
+		return
+	}
 	if np.Leader == local {
 		b.fetchers.Unfollow(p)
 		if err := p.MakeLeader(reg, time.Now().UnixMilli()); err != nil {

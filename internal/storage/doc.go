@@ -38,7 +38,8 @@
 //     mmap_*.go and alloc_*.go map and preallocate the active indexes.
 //   - cleaner.go, cleanerswap.go, cleanertxn.go, offsetmap.go, dirtiness.go, logcleaner.go:
 //     compaction, after Kafka's Cleaner, LogCleanerManager and LogCleaner.
-//   - manager.go, metaprops.go, checkpoint.go: a log dir and the logs in it.
+//   - manager.go, metaprops.go, checkpoint.go: a log dir and the logs in it; logdir.go one
+//     dir of several (JBOD), future.go moves between them, offlinedir.go a dir that fails.
 //   - fs.go, faultfs.go: the file system every byte goes through (FS), and the
 //     fault-injecting one tests put under it (failed, torn or unsynced writes).
 //   - errors.go: the sentinel errors, each with the Kafka error code internal/api answers

@@ -97,6 +97,9 @@ func (m *Manager) CreateFuture(topic string, partition int32, dest string) (l *L
 	if d == nil {
 		return nil, false, fmt.Errorf("%w: %s", ErrLogDirNotFound, dest)
 	}
+	if d.offline {
+		return nil, false, fmt.Errorf("%w: %s", ErrLogDirOffline, d.path)
+	}
 	cur := m.mu.logs[tp]
 	if cur == nil || m.mu.closed {
 		return nil, false, fmt.Errorf("%w: %s", ErrNoPartition, tp)
@@ -158,6 +161,9 @@ func (m *Manager) SetPreferredDir(topic string, partition int32, dest string) er
 	d := m.logDirOf(dest)
 	if d == nil {
 		return fmt.Errorf("%w: %s", ErrLogDirNotFound, dest)
+	}
+	if d.offline {
+		return fmt.Errorf("%w: %s", ErrLogDirOffline, d.path)
 	}
 	tp := TopicPartition{topic, partition}
 	if m.mu.where[tp] == nil {

@@ -77,6 +77,8 @@ type logDir struct {
 	formatted      bool
 	recoveryPoints map[TopicPartition]int64
 	startOffsets   map[TopicPartition]int64
+	offline        bool  // FailDir: the dir failed; no more I/O there (offlinedir.go)
+	offlineErr     error // why it failed
 }
 
 // openLogDir opens (creating if needed) one log dir: it reads meta.properties, notes and

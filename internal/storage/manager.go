@@ -296,15 +296,15 @@ func (m *Manager) FormattedDir() string {
 
 // placeLocked picks the dir of a new partition: the one with the fewest partitions (those
 // being created included), the first in log.dirs order among equals (Kafka's
-// LogManager.nextLogDirs).
+// LogManager.nextLogDirs). Failed dirs take no partition; nil when every dir has failed.
 func (m *Manager) placeLocked() *logDir {
 	counts := make(map[*logDir]int, len(m.dirs))
 	for _, d := range m.mu.where {
 		counts[d]++
 	}
-	best := m.dirs[0]
-	for _, d := range m.dirs[1:] {
-		if counts[d] < counts[best] {
+	var best *logDir
+	for _, d := range m.dirs {
+		if !d.offline && (best == nil || counts[d] < counts[best]) {
 			best = d
 		}
 	}
@@ -339,18 +339,27 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			<-ch
 			continue
 		}
-		done := make(chan struct{})
-		m.mu.opening[tp] = done
 		d, existed := m.mu.where[tp], true
+		if d != nil && d.offline {
+			err := offlineErrLocked(d, tp)
+			m.mu.Unlock()
+			return nil, err
+		}
 		if d == nil {
 			d, existed = m.mu.preferred[tp], false
 			if d == nil {
 				d = m.placeLocked()
 			}
+			if d == nil {
+				m.mu.Unlock()
+				return nil, fmt.Errorf("%w: every log dir has failed, no place for %s", ErrLogOffline, tp)
+			}
 			delete(m.mu.preferred, tp)
 			m.mu.where[tp] = d
 			m.mu.creating[tp] = true
 		}
+		done := make(chan struct{})
+		m.mu.opening[tp] = done
 		opt := OpenOptions{
 			RecoveryPoint:  d.recoveryPoints[tp],
 			LogStartOffset: d.startOffsets[tp],
@@ -384,6 +393,9 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 			}
 		case m.mu.closed:
 			err = errors.Join(ErrLogClosed, l.Close())
+		case d.offline: // FailDir ran while it opened
+			l.takeOffline(d.offlineErr)
+			err = errors.Join(offlineErrLocked(d, tp), l.Close())
 		default:
 			m.mu.logs[tp] = l
 		}
@@ -463,6 +475,9 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	delete(m.mu.where, tp)
 	delete(d.recoveryPoints, tp)
 	delete(d.startOffsets, tp)
+	if d.offline {
+		return err // no I/O on a failed dir: its files stay until the disk is dealt with
+	}
 	dir := d.partitionDir(tp)
 	if _, serr := m.fs.Stat(dir); errors.Is(serr, os.ErrNotExist) {
 		return err
@@ -498,6 +513,9 @@ func (m *Manager) checkpointLocked() error {
 	}
 	var errs []error
 	for _, d := range m.dirs {
+		if d.offline {
+			continue
+		}
 		rp := make(map[TopicPartition]int64)
 		so := make(map[TopicPartition]int64)
 		for tp, w := range m.mu.where {
@@ -525,6 +543,9 @@ func (m *Manager) ReadCheckpoints(name string) (map[TopicPartition]int64, error)
 	out := map[TopicPartition]int64{}
 	var errs []error
 	for _, d := range m.dirs {
+		if m.DirOffline(d.path) {
+			continue
+		}
 		ck, err := ReadCheckpoint(m.fs, filepath.Join(d.path, name))
 		if err != nil {
 			errs = append(errs, err)
@@ -554,10 +575,16 @@ func (m *Manager) WriteCheckpoints(name string, entries map[TopicPartition]int64
 			per[d][tp] = o
 		}
 	}
+	offline := map[*logDir]bool{}
+	for _, d := range m.dirs {
+		offline[d] = d.offline
+	}
 	m.mu.Unlock()
 	var errs []error
 	for _, d := range m.dirs {
-		errs = append(errs, WriteCheckpoint(m.fs, d.path, name, per[d]))
+		if !offline[d] {
+			errs = append(errs, WriteCheckpoint(m.fs, d.path, name, per[d]))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -591,7 +618,12 @@ func (m *Manager) Close() error {
 	if err := m.checkpointLocked(); err != nil {
 		errs = append(errs, err)
 	}
+	var offline []error // failed dirs: reported, but no reason to doubt the others
 	for _, d := range m.dirs {
+		if d.offline {
+			offline = append(offline, fmt.Errorf("%w: %s: %w", ErrLogDirOffline, d.path, d.offlineErr))
+			continue
+		}
 		// After an unclean stop only the logs opened since were recovered: the marker would
 		// make the next start trust the others' unrecovered tails.
 		var unrecovered []string
@@ -618,7 +650,7 @@ func (m *Manager) Close() error {
 		errs = append(errs, failed[d]...)
 	}
 	m.mu.logs = nil
-	return errors.Join(errs...)
+	return errors.Join(append(errs, offline...)...)
 }
 
 // closeWorkers is how many logs Close closes at once: closing is mostly waiting for fsyncs,
@@ -712,10 +744,11 @@ func (m *Manager) FlushDue(nowMs int64) error {
 
 // DirUsage is one log dir as DescribeLogDirs reports it.
 type DirUsage struct {
-	Path   string
-	ID     DirID
-	Sizes  map[TopicPartition]int64       // every partition in the dir, by its size in bytes
-	Future map[TopicPartition]FutureUsage // the partitions being moved into the dir
+	Path    string
+	ID      DirID
+	Offline bool                           // the dir has failed (FailDir): Sizes and Future are empty
+	Sizes   map[TopicPartition]int64       // every partition in the dir, by its size in bytes
+	Future  map[TopicPartition]FutureUsage // the partitions being moved into the dir
 }
 
 // FutureUsage is a future log (a partition being moved into a dir): its size and how many
@@ -733,7 +766,7 @@ func (m *Manager) Usage() []DirUsage {
 	out := make([]DirUsage, len(m.dirs))
 	idx := make(map[*logDir]int, len(m.dirs))
 	for i, d := range m.dirs {
-		out[i] = DirUsage{Path: d.path, ID: d.meta.dirID, Sizes: map[TopicPartition]int64{}, Future: map[TopicPartition]FutureUsage{}}
+		out[i] = DirUsage{Path: d.path, ID: d.meta.dirID, Offline: d.offline, Sizes: map[TopicPartition]int64{}, Future: map[TopicPartition]FutureUsage{}}
 		idx[d] = i
 	}
 	for tp, f := range m.mu.future {
@@ -747,7 +780,7 @@ func (m *Manager) Usage() []DirUsage {
 		out[idx[f.dir]].Future[tp] = FutureUsage{Size: f.log.Size(), Lag: lag}
 	}
 	for tp, d := range m.mu.where {
-		if !m.existsLocked(tp) {
+		if !m.existsLocked(tp) || d.offline {
 			continue
 		}
 		size := int64(0)

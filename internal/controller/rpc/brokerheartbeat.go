@@ -10,7 +10,9 @@ import (
 
 // BrokerHeartbeat v0-v2 -> state.Controller.Heartbeat: renews the broker's session, unfences
 // it once it has caught up with the metadata log, fences it on request, and runs a
-// controlled shutdown (WantShutdown) until ShouldShutdown. Offline log dirs are not used.
+// controlled shutdown (WantShutdown) until ShouldShutdown. OfflineLogDirs (v1+) is not needed
+// here: a broker names the replicas of a failed log dir in AssignReplicasToDirs
+// (assignreplicastodirs.go), which takes them offline.
 
 func handleBrokerHeartbeat(h *Handler, ctx context.Context, r kmsg.Request) kmsg.Response {
 	req := r.(*kmsg.BrokerHeartbeatRequest)

@@ -10,7 +10,8 @@ import (
 
 // BrokerRegistration v0-v4 -> state.Controller.RegisterBroker. Another cluster id is
 // INCONSISTENT_CLUSTER_ID; a node id held by another live incarnation is
-// DUPLICATE_BROKER_REGISTRATION. Features, log dirs and PreviousBrokerEpoch are not used.
+// DUPLICATE_BROKER_REGISTRATION; log dirs (v2+) repeated or reserved are INVALID_REGISTRATION.
+// Features and PreviousBrokerEpoch are not used.
 
 func handleBrokerRegistration(h *Handler, ctx context.Context, r kmsg.Request) kmsg.Response {
 	req := r.(*kmsg.BrokerRegistrationRequest)
@@ -18,6 +19,9 @@ func handleBrokerRegistration(h *Handler, ctx context.Context, r kmsg.Request) k
 	sreq := state.RegisterBrokerRequest{NodeID: req.BrokerID, IncarnationID: state.UUID(req.IncarnationID), ClusterID: req.ClusterID}
 	if req.Rack != nil {
 		sreq.Rack = *req.Rack
+	}
+	for _, d := range req.LogDirs {
+		sreq.LogDirs = append(sreq.LogDirs, state.UUID(d))
 	}
 	for _, l := range req.Listeners {
 		sreq.Endpoints = append(sreq.Endpoints, state.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), SecurityProtocol: l.SecurityProtocol})

@@ -2,7 +2,8 @@
 // on its CONTROLLER listener, one file per API key (as package api does for brokers).
 //
 // Brokers register (BrokerRegistration), heartbeat (BrokerHeartbeat), report ISR changes
-// (AlterPartition), get producer id blocks (AllocateProducerIds) and forward admin requests
+// (AlterPartition) and the replicas of a failed log dir (AssignReplicasToDirs), get producer
+// id blocks (AllocateProducerIds) and forward admin requests
 // (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
 // ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker,
 // CreateAcls, DeleteAcls, AlterUserScramCredentials) here; each becomes one command of the state machine (package state) run by the quorum on
@@ -90,6 +91,7 @@ func init() {
 		kmsg.BrokerRegistration.Int16():         {Min: 0, Max: 4, Handle: handleBrokerRegistration},
 		kmsg.BrokerHeartbeat.Int16():            {Min: 0, Max: 2, Handle: handleBrokerHeartbeat},
 		kmsg.AlterPartition.Int16():             {Min: 0, Max: 3, Handle: handleAlterPartition},
+		kmsg.AssignReplicasToDirs.Int16():       {Min: 0, Max: 0, Handle: handleAssignReplicasToDirs},
 		kmsg.AllocateProducerIDs.Int16():        {Min: 0, Max: 0, Handle: handleAllocateProducerIDs},
 		kmsg.CreateTopics.Int16():               {Min: 0, Max: 7, Handle: handleCreateTopics},
 		kmsg.DeleteTopics.Int16():               {Min: 0, Max: 6, Handle: handleDeleteTopics},

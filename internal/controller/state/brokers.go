@@ -14,6 +14,9 @@ type RegisterBrokerRequest struct {
 	ClusterID     string
 	Endpoints     []Endpoint
 	Rack          string
+	// LogDirs are the broker's log dirs' directory ids (KIP-858; none before
+	// BrokerRegistration v2). They are checked, not stored: see offlinedirs.go.
+	LogDirs []UUID
 }
 
 // RegisterBrokerResponse carries the broker epoch the broker must send with every later
@@ -43,6 +46,9 @@ func (c *Controller) RegisterBroker(now int64, req RegisterBrokerRequest) ([]Rec
 		return nil, RegisterBrokerResponse{Err: errf(kerr.InvalidRequest, "broker id %d is negative", req.NodeID)}
 	case req.IncarnationID == (UUID{}):
 		return nil, RegisterBrokerResponse{Err: errf(kerr.InvalidRequest, "broker %d sent no incarnation id", req.NodeID)}
+	}
+	if err := checkLogDirs(req.NodeID, req.LogDirs); err != nil {
+		return nil, RegisterBrokerResponse{Err: err}
 	}
 	for i, ep := range req.Endpoints {
 		if ep.Port < 0 || ep.Port > 65535 || ep.Name == "" || slices.ContainsFunc(req.Endpoints[:i], func(o Endpoint) bool { return o.Name == ep.Name }) {
