@@ -105,6 +105,26 @@ func (p *Partition) StateOf(off int64) (State, int16) {
 	return r.state, r.deliveries
 }
 
+// FirstAvailable is the lowest offset below limit that Acquire would give out now: the first
+// Available record of the window, else End when the window has room; -1 when there is none.
+// A fetch reads the log from it.
+func (p *Partition) FirstAvailable(nowMs, limit int64) int64 {
+	p.Expire(nowMs)
+	for i := range p.recs {
+		off := p.start + int64(i)
+		if off >= limit {
+			return -1
+		}
+		if p.recs[i].state == Available {
+			return off
+		}
+	}
+	if p.End() < limit && len(p.recs) < p.cfg.MaxLocks {
+		return p.End()
+	}
+	return -1
+}
+
 // Acquire acquires for member up to max records of [.., limit) that are Available: first
 // those released or expired inside the window, then new ones from End up to limit (the high
 // watermark, or the end of the batches read), while the window stays within MaxLocks. Locks
