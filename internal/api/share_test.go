@@ -330,3 +330,78 @@ func TestShareReleaseRejectDeliveryLimit(t *testing.T) {
 		t.Fatalf("after the archived records: %v, want only offset 3", after)
 	}
 }
+
+// heartbeat sends one ShareGroupHeartbeat of member id at epoch and returns the answer.
+func shareHeartbeat(t *testing.T, addr, group, id string, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+	t.Helper()
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.Version, req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = 1, group, id, epoch, topics
+	return shareRequest[*kmsg.ShareGroupHeartbeatResponse](t, newClient(t, addr).SeedBrokers()[0], req)
+}
+
+// Membership: a stale epoch is fenced, an unknown member refused; a member whose session
+// times out is removed and the records it held go to the others at once (the lock duration
+// here is Kafka's 30 s); ListGroups shows the group as type "share"; DeleteGroups refuses it
+// while it has members and deletes it once the last one left.
+func TestShareGroupMembership(t *testing.T) {
+	b := testutil.StartBroker(t, append(slices.Clone(groupBroker),
+		"group.share.session.timeout.ms=2000", "group.share.min.session.timeout.ms=2000",
+		"group.share.heartbeat.interval.ms=100", "group.share.min.heartbeat.interval.ms=100")...)
+	cs := shareTopic(t, b.Addr(), "members", "g-members", 2, 5)
+	stay, gone := cs[0], cs[1]
+	if got, _ := gone.fetch(nil, 100, 0); len(got) != 5 {
+		t.Fatalf("acquired %v, want offsets 0-4", got)
+	}
+	hb := shareHeartbeat(t, b.Addr(), "g-members", stay.id, 0, []string{"members"})
+	epoch := hb.MemberEpoch
+	if hb.HeartbeatIntervalMillis != 100 {
+		t.Fatalf("heartbeat interval %d, want 100", hb.HeartbeatIntervalMillis)
+	}
+	if r := shareHeartbeat(t, b.Addr(), "g-members", stay.id, epoch+5, nil); r.ErrorCode != kerr.FencedMemberEpoch.Code {
+		t.Fatalf("stale epoch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(t, b.Addr(), "g-members", "nobody", 3, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("unknown member: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// Only stay heartbeats; gone's session ends and its records are released.
+	deadline := time.Now().Add(20 * time.Second)
+	var got []shareRec
+	for len(got) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the expired member's records never came back")
+		}
+		r := shareHeartbeat(t, b.Addr(), "g-members", stay.id, epoch, nil)
+		if r.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		epoch = r.MemberEpoch
+		got, _ = stay.fetch(nil, 100, 100)
+	}
+	if len(got) != 5 || got[0] != (shareRec{0, 2}) {
+		t.Fatalf("after the session expiry: %v, want offsets 0-4 a second time", got)
+	}
+	if d := describeShare(t, b.Addr(), "g-members"); len(d.Members) != 1 || d.Members[0].MemberID != stay.id {
+		t.Fatalf("describe after expiry: %+v", d)
+	}
+
+	list := kmsg.NewPtrListGroupsRequest()
+	list.TypesFilter = []string{"share"}
+	lr := shareRequest[*kmsg.ListGroupsResponse](t, newClient(t, b.Addr()).SeedBrokers()[0], list)
+	if len(lr.Groups) != 1 || lr.Groups[0].Group != "g-members" || lr.Groups[0].GroupType != "share" || lr.Groups[0].GroupState != "Stable" {
+		t.Fatalf("list share groups: %+v", lr.Groups)
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g-members"}
+	if r := shareRequest[*kmsg.DeleteGroupsResponse](t, newClient(t, b.Addr()).SeedBrokers()[0], del); r.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete of a group with members: %+v", r.Groups)
+	}
+	if r := shareHeartbeat(t, b.Addr(), "g-members", stay.id, -1, nil); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("leave: %+v", r)
+	}
+	if r := shareRequest[*kmsg.DeleteGroupsResponse](t, newClient(t, b.Addr()).SeedBrokers()[0], del); r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete of the empty group: %v", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	if d := describeShare(t, b.Addr(), "g-members"); d.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("describe of the deleted group: %v", kerr.ErrorForCode(d.ErrorCode))
+	}
+}

@@ -3,6 +3,7 @@ package share
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -229,28 +230,27 @@ func (m *Manager) Describe(id string, nowMs int64) (GroupView, bool) {
 	}
 	m.mu.Unlock()
 	release(parts, gone)
-	slices.SortFunc(v.Members, func(a, b Member) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(v.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return v, true
 }
 
-// Groups lists the ids of the share groups this broker coordinates.
-func (m *Manager) Groups() []string {
+// Groups lists the share groups this broker coordinates with their states, by id.
+func (m *Manager) Groups() []GroupView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ids := make([]string, 0, len(m.mu.groups))
-	for id := range m.mu.groups {
-		ids = append(ids, id)
+	out := make([]GroupView, 0, len(m.mu.groups))
+	for id, g := range m.mu.groups {
+		out = append(out, GroupView{ID: id, Epoch: g.Epoch, State: g.State()})
 	}
-	slices.Sort(ids)
-	return ids
+	slices.SortFunc(out, func(a, b GroupView) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Has reports whether id is a share group of this broker.
+func (m *Manager) Has(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.groups[id] != nil
 }
 
 // Delete removes an empty share group and its share-partitions' state.
