@@ -55,6 +55,7 @@ func init() {
 		kmsg.ShareGroupDescribe.Int16():           {Min: 1, Max: 1, Handle: handleShareGroupDescribe},
 		kmsg.ShareFetch.Int16():                   {Min: 1, Max: 1, Handle: handleShareFetch},
 		kmsg.ShareAcknowledge.Int16():             {Min: 1, Max: 1, Handle: handleShareAcknowledge},
+		kmsg.DescribeShareGroupOffsets.Int16():    {Min: 0, Max: 1, Handle: handleDescribeShareGroupOffsets},
 		kmsg.AddPartitionsToTxn.Int16():           {Min: 0, Max: 5, Handle: handleAddPartitionsToTxn},
 		kmsg.AddOffsetsToTxn.Int16():              {Min: 0, Max: 4, Handle: handleAddOffsetsToTxn},
 		kmsg.EndTxn.Int16():                       {Min: 0, Max: 5, Handle: handleEndTxn},

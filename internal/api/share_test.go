@@ -230,6 +230,14 @@ func TestShareFiveConsumersEveryRecordOnce(t *testing.T) {
 		t.Fatalf("accepted records delivered again: %v", got)
 	}
 
+	offs := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	offs.Version, offs.Groups = 1, []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "workers"}}
+	or := shareRequest[*kmsg.DescribeShareGroupOffsetsResponse](t, cs[0].b, offs)
+	if g := or.Groups[0]; g.ErrorCode != 0 || len(g.Topics) != 1 || g.Topics[0].Topic != "queue" ||
+		len(g.Topics[0].Partitions) != 1 || g.Topics[0].Partitions[0].StartOffset != records || g.Topics[0].Partitions[0].Lag != 0 {
+		t.Fatalf("share group offsets: %+v", or.Groups)
+	}
+
 	d := describeShare(t, b.Addr(), "workers")
 	if d.ErrorCode != 0 || d.GroupState != "Stable" || len(d.Members) != 5 || d.Assignor != "simple" {
 		t.Fatalf("describe: %+v", d)

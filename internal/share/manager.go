@@ -273,3 +273,29 @@ func (m *Manager) Delete(id string, nowMs int64) error {
 	}
 	return nil
 }
+
+// Summary is a share-partition's progress, for DescribeShareGroupOffsets.
+type Summary struct {
+	Start    int64 // share-partition start offset
+	Finished int64 // acknowledged or archived records at or above Start
+}
+
+// Summaries returns the progress of every share-partition of group on this broker.
+func (m *Manager) Summaries(group string) map[Key]Summary {
+	m.mu.Lock()
+	var keys []Key
+	var parts []*Part
+	for k, p := range m.mu.parts {
+		if k.Group == group {
+			keys, parts = append(keys, k), append(parts, p)
+		}
+	}
+	m.mu.Unlock()
+	out := make(map[Key]Summary, len(keys))
+	for i, p := range parts {
+		sp := p.Lock()
+		out[keys[i]] = Summary{Start: sp.Start(), Finished: sp.Finished()}
+		p.Unlock()
+	}
+	return out
+}

@@ -91,6 +91,18 @@ func (p *Partition) Start() int64 { return p.start }
 // End is the first offset never acquired.
 func (p *Partition) End() int64 { return p.start + int64(len(p.recs)) }
 
+// Finished is the number of in-flight records acknowledged or archived (above Start, behind
+// a record still in play): with Start it gives a share-partition's lag.
+func (p *Partition) Finished() int64 {
+	n := int64(0)
+	for i := range p.recs {
+		if st := p.recs[i].state; st == Acknowledged || st == Archived {
+			n++
+		}
+	}
+	return n
+}
+
 // StateOf reports the state and delivery count of an offset; below Start it is
 // Acknowledged (or Archived, not distinguished once forgotten), at End and past it
 // Available with no delivery.
