@@ -319,6 +319,7 @@ func (a *shareAnswer) part(topic [16]byte, partition int32) *kmsg.ShareFetchResp
 	}
 	p := kmsg.NewShareFetchResponseTopicPartition()
 	p.Partition = partition
+	p.Records = []byte{} // never null: Kafka's schema makes records non-nullable
 	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
 	a.byTopic[topic] = append(ps, p)
 	return &a.byTopic[topic][len(ps)]
