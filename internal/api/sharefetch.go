@@ -186,7 +186,7 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 			continue
 		}
 		ans.watched = append(ans.watched, p)
-		n, bytes, lock, err := h.shareRead(ans, p, group, member, tp, maxRecords-got, maxBytes, cfg)
+		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, cfg)
 		if err != nil {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = code(err)
 			if code(err) == unknownServerError {
@@ -204,11 +204,11 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 }
 
 // shareRead acquires records of one partition for member.
-func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, group, member string, tp share.TopicPartition, maxRecords int, maxBytes int32, cfg share.Config) (int, int32, int64, error) {
+func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes int32, cfg share.Config) (int, int32, int64, error) {
 	hw := p.HighWatermark()
 	ans.hw[p] = hw
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
-	part := h.shareManager().Partition(k, cfg, func() int64 { return hw })
+	part := h.shareManager().Partition(k, leaderEpoch, cfg, func() int64 { return hw })
 	sp := part.Lock()
 	defer part.Unlock()
 	now := h.nowMs()
@@ -265,9 +265,17 @@ func (h *Handler) shareAcknowledge(ans *shareAnswer, group, member string, topic
 	if !ans.readable.ok(t.Name) {
 		return kerr.TopicAuthorizationFailed
 	}
+	rp := h.Replicas.Get(t.Name, partition)
+	if rp == nil {
+		return kerr.NotLeaderForPartition
+	}
+	_, epoch, leads := rp.Role()
+	if !leads {
+		return kerr.NotLeaderForPartition
+	}
 	part := h.shareManager().Existing(share.Key{Group: group, Topic: topic, Partition: partition})
-	if part == nil {
-		return share.ErrInvalidRecordState
+	if part == nil || part.LeaderEpoch() != epoch {
+		return share.ErrInvalidRecordState // nothing was acquired from this leader epoch
 	}
 	sp := part.Lock()
 	defer part.Unlock()

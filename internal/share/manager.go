@@ -62,25 +62,31 @@ func NewManager() *Manager {
 
 // Part is one share-partition behind its lock.
 type Part struct {
-	mu sync.Mutex
-	p  *Partition
+	mu          sync.Mutex
+	p           *Partition
+	leaderEpoch int32 // the partition's leader epoch the state was built in; immutable
 }
 
 // Lock takes the share-partition for one fetch or acknowledgement; the caller works on the
 // returned Partition and then calls Unlock.
 func (p *Part) Lock() *Partition { p.mu.Lock(); return p.p }
 
+// LeaderEpoch is the partition leader epoch the state was built in.
+func (p *Part) LeaderEpoch() int32 { return p.leaderEpoch }
+
 // Unlock releases the share-partition.
 func (p *Part) Unlock() { p.mu.Unlock() }
 
-// Partition returns the share-partition of k, creating it with start (called once, under
-// the Manager's lock, only when it does not exist yet) and cfg.
-func (m *Manager) Partition(k Key, cfg Config, start func() int64) *Part {
+// Partition returns the share-partition of k as led in leaderEpoch, creating it with start
+// (called under the Manager's lock, only when it is created) and cfg. State kept from
+// another leader epoch is dropped: this broker lost leadership in between, and what it held
+// then is stale (until share-partition state is persisted, a new leader starts afresh).
+func (m *Manager) Partition(k Key, leaderEpoch int32, cfg Config, start func() int64) *Part {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.mu.parts[k]
-	if p == nil {
-		p = &Part{p: NewPartition(cfg, start())}
+	if p == nil || p.leaderEpoch != leaderEpoch {
+		p = &Part{p: NewPartition(cfg, start()), leaderEpoch: leaderEpoch}
 		m.mu.parts[k] = p
 	}
 	return p
