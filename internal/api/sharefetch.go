@@ -8,9 +8,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/batch"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/share"
+	"github.com/gregor-project/gregor/internal/storage"
 )
 
 // ShareFetch v1 (KIP-932), on the leader of each partition: a share group member fetches
@@ -131,8 +133,14 @@ func (h *Handler) shareWait(ctx context.Context, ans *shareAnswer, ch chan struc
 	for _, p := range ans.watched {
 		p.Watch(ch)
 	}
+	for _, p := range ans.parts {
+		p.Watch(ch)
+	}
 	defer func() {
 		for _, p := range ans.watched {
+			p.Unwatch(ch)
+		}
+		for _, p := range ans.parts {
 			p.Unwatch(ch)
 		}
 	}()
@@ -159,7 +167,7 @@ func (h *Handler) shareWait(ctx context.Context, ans *shareAnswer, ch chan struc
 // deadline of the partitions read (0: none).
 func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes int32, cfg share.Config) (int, int64) {
 	got, nextLock := 0, int64(0)
-	ans.watched = ans.watched[:0]
+	ans.watched, ans.parts = ans.watched[:0], ans.parts[:0]
 	for _, tp := range parts {
 		if got >= maxRecords || maxBytes <= 0 {
 			break
@@ -209,6 +217,7 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 	ans.hw[p] = hw
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
 	part := h.shareManager().Partition(k, leaderEpoch, cfg, func() int64 { return hw })
+	ans.parts = append(ans.parts, part)
 	sp := part.Lock()
 	defer part.Unlock()
 	now := h.nowMs()
@@ -229,13 +238,18 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	b := make([]byte, s.Size)
-	if _, err := s.File.ReadAt(b, s.Pos); err != nil {
-		return 0, 0, 0, err
-	}
 	runs := sp.Acquire(member, now, min(end, hw), maxRecords)
 	if len(runs) == 0 {
 		return 0, 0, sp.NextDeadline(), nil
+	}
+	// Only the batches up to the last record acquired are sent: the rest may go to others.
+	size, err := batchesThrough(s, runs[len(runs)-1].Last)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	b := make([]byte, size)
+	if _, err := s.File.ReadAt(b, s.Pos); err != nil {
+		return 0, 0, 0, err
 	}
 	rp := ans.part(tp.Topic, tp.Partition)
 	rp.Records = b
@@ -247,6 +261,26 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 		n += int(run.Last - run.First + 1)
 	}
 	return n, int32(len(b)), sp.NextDeadline(), nil
+}
+
+// batchesThrough is the size of the leading batches of s up to and including the one holding
+// offset last.
+func batchesThrough(s storage.Slice, last int64) (int64, error) {
+	var hb [batch.HeaderSize]byte
+	for pos, stop := s.Pos, s.Pos+int64(s.Size); pos < stop; {
+		if _, err := s.File.ReadAt(hb[:], pos); err != nil {
+			return 0, err
+		}
+		h, err := batch.ParseHeader(hb[:])
+		if err != nil {
+			return 0, err
+		}
+		pos += int64(h.Size())
+		if h.LastOffset() >= last {
+			return pos - s.Pos, nil
+		}
+	}
+	return int64(s.Size), nil
 }
 
 // shareAck is one acknowledgement batch of ShareFetch or ShareAcknowledge: one type for the
@@ -278,7 +312,7 @@ func (h *Handler) shareAcknowledge(ans *shareAnswer, group, member string, topic
 		return share.ErrInvalidRecordState // nothing was acquired from this leader epoch
 	}
 	sp := part.Lock()
-	defer part.Unlock()
+	defer part.UnlockChanged()
 	for _, b := range batches {
 		n := b.last - b.first + 1
 		if n <= 0 || n > shareAckMax || len(b.types) == 0 || (len(b.types) != 1 && int64(len(b.types)) != n) {
@@ -308,6 +342,7 @@ type shareAnswer struct {
 	byTopic  map[[16]byte][]kmsg.ShareFetchResponseTopicPartition
 	watched  []*replica.Partition
 	hw       map[*replica.Partition]int64
+	parts    []*share.Part // share-partitions read, woken by acknowledgements
 }
 
 func newShareAnswer(im *metadata.Image, readable *authorizedSet) *shareAnswer {

@@ -65,6 +65,42 @@ type Part struct {
 	mu          sync.Mutex
 	p           *Partition
 	leaderEpoch int32 // the partition's leader epoch the state was built in; immutable
+	watch       struct {
+		sync.Mutex
+		chans []chan struct{} // parked fetches, signalled when records become available
+	}
+}
+
+// Watch registers ch (buffered) to get a non-blocking signal whenever an acknowledgement or
+// a release may have made records available (or freed room in the window): a fetch parked
+// for want of records retries then, as Kafka completes a delayed share fetch.
+func (p *Part) Watch(ch chan struct{}) {
+	p.watch.Lock()
+	p.watch.chans = append(p.watch.chans, ch)
+	p.watch.Unlock()
+}
+
+// Unwatch removes one registration of ch.
+func (p *Part) Unwatch(ch chan struct{}) {
+	p.watch.Lock()
+	defer p.watch.Unlock()
+	if i := slices.Index(p.watch.chans, ch); i >= 0 {
+		p.watch.chans = slices.Delete(p.watch.chans, i, i+1)
+	}
+}
+
+// UnlockChanged releases the share-partition after a change that may free records, and wakes
+// the fetches parked on it.
+func (p *Part) UnlockChanged() {
+	p.mu.Unlock()
+	p.watch.Lock()
+	for _, ch := range p.watch.chans {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.watch.Unlock()
 }
 
 // Lock takes the share-partition for one fetch or acknowledgement; the caller works on the
@@ -151,7 +187,7 @@ func release(parts []*Part, members []string) {
 		for _, mem := range members {
 			sp.ReleaseMember(mem)
 		}
-		p.Unlock()
+		p.UnlockChanged()
 	}
 }
 
