@@ -136,8 +136,9 @@ func (m *Manager) Existing(k Key) *Part {
 }
 
 // Heartbeat applies a ShareGroupHeartbeat to group id (created on a member's first join),
-// after removing the members whose session expired. Records held by a member that left or
-// expired are released on the share-partitions of this broker.
+// after removing the members whose session expired. Records held by a member whose session
+// expired are released on the share-partitions of this broker; a member that leaves releases
+// its records by closing its share session.
 func (m *Manager) Heartbeat(id, member string, epoch int32, topics []string, client, host, rack string, meta Topics, nowMs, sessionMs int64) (Member, bool, error) {
 	m.mu.Lock()
 	g := m.mu.groups[id]
@@ -151,9 +152,10 @@ func (m *Manager) Heartbeat(id, member string, epoch int32, topics []string, cli
 	}
 	gone := g.Expire(nowMs)
 	mem, changed, err := g.Heartbeat(member, epoch, topics, client, host, rack, meta, nowMs, sessionMs)
-	if err == nil && epoch == -1 {
-		gone = append(gone, member)
-	}
+	// A member leaving (epoch -1) keeps its share session: its client closes it with a last
+	// ShareAcknowledge or ShareFetch (epoch -1) that may reach the partition leader after the
+	// leave, and whose acknowledgements must still apply. Only a member whose session timed
+	// out has its records released here.
 	parts := m.releaseLocked(id, gone)
 	m.mu.Unlock()
 	release(parts, gone)

@@ -88,7 +88,7 @@ func TestJavaShareConsumersEveryRecordOnce(t *testing.T) {
 			t.Fatalf("unexpected output %q", line)
 		}
 		if prev, ok := owner[off]; ok {
-			t.Fatalf("offset %d received by consumers %s and %s", off, prev, who)
+			t.Fatalf("offset %d received by consumers %s and %s (delivery count %d)", off, prev, who, n)
 		}
 		if n != 1 {
 			t.Fatalf("offset %d received with delivery count %d", off, n)

@@ -16,7 +16,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 /**
  * Reads a topic with several KafkaShareConsumers of one share group, each in its own thread,
  * every record accepted (implicit acknowledgement: a poll accepts what the previous one
- * returned, close accepts the rest). Prints "R consumer offset deliveryCount" for each record
+ * returned, and commitSync accepts what the last one returned before close, which would
+ * release it). Prints "R consumer offset deliveryCount" for each record
  * received and "DONE" once the records seen number the count asked for and every consumer is
  * closed.
  *
@@ -56,6 +57,8 @@ public final class Check {
                             seen.add(r.offset());
                         }
                     }
+                    // Accept what the last poll returned: close alone would release it.
+                    c.commitSync();
                 } catch (Exception e) {
                     failed.set(true);
                     e.printStackTrace();
