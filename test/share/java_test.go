@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,10 +25,7 @@ import (
 // Five KafkaShareConsumers of one group on a one-partition topic: each receives distinct
 // records and together they receive every record exactly once, each on its first delivery.
 func TestJavaShareConsumersEveryRecordOnce(t *testing.T) {
-	build := exec.Command("./java/build.sh")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build test/share/java: %v\n%s", err, out)
-	}
+	buildCheck(t)
 	b := testutil.StartBroker(t, "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -41,27 +39,7 @@ func TestJavaShareConsumersEveryRecordOnce(t *testing.T) {
 	}
 
 	const consumers, records = 5, 100
-	dir, _ := filepath.Abs("java")
-	cmd := exec.CommandContext(ctx, "java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
-		"-cp", filepath.Join(dir, "target", "gregor-share-check.jar")+string(os.PathListSeparator)+filepath.Join(dir, "target", "lib", "*"),
-		"gregor.share.Check", b.Addr(), "jobs", "java-share", fmt.Sprint(consumers), fmt.Sprint(records), "90")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	cmd, lines, stderr := startCheck(ctx, t, b.Addr(), "jobs", "java-share", fmt.Sprint(consumers), fmt.Sprint(records), "90")
 
 	// share.auto.offset.reset is latest: produce once every consumer joined and the
 	// share-partition was started by a first fetch.
@@ -74,49 +52,177 @@ func TestJavaShareConsumersEveryRecordOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	owner := map[int64]string{}
+	got := readChecks(t, cmd, lines, stderr, records)
+	per := map[string]int{}
+	for off, r := range got {
+		if r.deliveries != 1 {
+			t.Fatalf("offset %d received with delivery count %d", off, r.deliveries)
+		}
+		per[r.who]++
+	}
+	if len(per) < 2 {
+		t.Fatalf("records went to %d consumer(s) only: %v", len(per), per)
+	}
+	t.Logf("records per consumer: %v", per)
+}
+
+// A KafkaShareConsumer killed (SIGKILL) while holding records it never acknowledged: once
+// their locks expire (one second here) two other consumers receive them with the delivery
+// count raised, and every record exactly once.
+func TestJavaShareConsumerKilledHoldingRecords(t *testing.T) {
+	buildCheck(t)
+	b := testutil.StartBroker(t, "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1",
+		"group.share.record.lock.duration.ms=1000", "group.share.min.record.lock.duration.ms=1000")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "held"); err != nil {
+		t.Fatal(err)
+	}
+	holder, holderLines, holderErr := startCheck(ctx, t, "hold", b.Addr(), "held", "java-held")
+	waitShareReady(ctx, t, cl, "java-held", 1)
+	const records = 20
+	var rs []*kgo.Record
+	for i := range records {
+		rs = append(rs, kgo.StringRecord(fmt.Sprint(i)))
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	held := map[int64]bool{}
+	for line := range holderLines {
+		if line == "HELD" {
+			break
+		}
+		var off int64
+		var n int
+		if _, err := fmt.Sscanf(line, "H %d %d", &off, &n); err != nil || n != 1 {
+			t.Fatalf("holder printed %q", line)
+		}
+		held[off] = true
+	}
+	if len(held) == 0 {
+		t.Fatalf("the holder received nothing:\n%s", holderErr.String())
+	}
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Wait() // killed: its exit status is the signal
+
+	cmd, lines, stderr := startCheck(ctx, t, b.Addr(), "held", "java-held", "2", fmt.Sprint(records), "90")
+	got := readChecks(t, cmd, lines, stderr, records)
+	for off := range held {
+		if got[off].deliveries != 2 {
+			t.Fatalf("held offset %d redelivered with delivery count %d, want 2", off, got[off].deliveries)
+		}
+	}
+	for off, r := range got {
+		if r.deliveries < 1 || r.deliveries > 2 {
+			t.Fatalf("offset %d delivered with count %d", off, r.deliveries)
+		}
+	}
+}
+
+// buildCheck builds test/share/java when its sources changed.
+func buildCheck(t *testing.T) {
+	t.Helper()
+	build := exec.Command("./java/build.sh")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build test/share/java: %v\n%s", err, out)
+	}
+}
+
+// startCheck runs gregor.share.Check with args; its stdout lines arrive on the channel.
+func startCheck(ctx context.Context, t *testing.T, args ...string) (*exec.Cmd, <-chan string, *strings.Builder) {
+	t.Helper()
+	dir, _ := filepath.Abs("java")
+	cmd := exec.CommandContext(ctx, "java", append([]string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
+		"-cp", filepath.Join(dir, "target", "gregor-share-check.jar") + string(os.PathListSeparator) + filepath.Join(dir, "target", "lib", "*"),
+		"gregor.share.Check"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = &syncWriter{b: stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return cmd, lines, stderr
+}
+
+// received is one record as a Check consumer printed it.
+type received struct {
+	who        string
+	deliveries int
+}
+
+// readChecks reads a Check run's output to its end and checks that every offset below
+// records was received exactly once and the run ended cleanly.
+func readChecks(t *testing.T, cmd *exec.Cmd, lines <-chan string, stderr *strings.Builder, records int) map[int64]received {
+	t.Helper()
+	got := map[int64]received{}
 	done := false
 	for line := range lines {
 		if line == "DONE" {
 			done = true
 			continue
 		}
-		var who string
+		var r received
 		var off int64
-		var n int
-		if _, err := fmt.Sscanf(line, "R %s %d %d", &who, &off, &n); err != nil {
+		if _, err := fmt.Sscanf(line, "R %s %d %d", &r.who, &off, &r.deliveries); err != nil {
 			t.Fatalf("unexpected output %q", line)
 		}
-		if prev, ok := owner[off]; ok {
-			t.Fatalf("offset %d received by consumers %s and %s (delivery count %d)", off, prev, who, n)
+		if prev, ok := got[off]; ok {
+			t.Fatalf("offset %d received by consumers %s and %s (delivery count %d)", off, prev.who, r.who, r.deliveries)
 		}
-		if n != 1 {
-			t.Fatalf("offset %d received with delivery count %d", off, n)
-		}
-		owner[off] = who
+		got[off] = r
 	}
 	if err := cmd.Wait(); err != nil || !done {
 		t.Fatalf("share consumers: %v (done %v)\n%s", err, done, stderr.String())
 	}
 	for off := range int64(records) {
-		if _, ok := owner[off]; !ok {
+		if _, ok := got[off]; !ok {
 			t.Fatalf("offset %d never received", off)
 		}
 	}
-	per := map[string]int{}
-	for _, who := range owner {
-		per[who]++
-	}
-	if len(per) < 2 {
-		t.Fatalf("records went to %d consumer(s) only: %v", len(per), per)
-	}
-	t.Logf("records per consumer: %v", per)
 	// The client reports a response it cannot read, or a request refused, in its log only.
 	for _, bad := range []string{"Exception", " ERROR ", "couldn't complete"} {
 		if strings.Contains(stderr.String(), bad) {
 			t.Fatalf("the share consumers logged %q:\n%s", bad, stderr.String())
 		}
 	}
+	return got
+}
+
+// syncWriter serializes writes into a strings.Builder (exec copies stderr from a goroutine).
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }
 
 // waitShareReady waits until group has n members and a started share-partition 0.

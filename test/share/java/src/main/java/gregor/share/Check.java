@@ -22,9 +22,18 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * closed.
  *
  * Usage: Check bootstrap topic group consumers records timeoutSeconds
+ *        Check hold bootstrap topic group
+ *
+ * In hold mode one consumer with explicit acknowledgement polls until it receives records,
+ * prints "H offset deliveryCount" for each and "HELD", and then holds them unacknowledged
+ * until the process is killed.
  */
 public final class Check {
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("hold")) {
+            hold(args[1], args[2], args[3]);
+            return;
+        }
         String bootstrap = args[0], topic = args[1], group = args[2];
         int consumers = Integer.parseInt(args[3]);
         int records = Integer.parseInt(args[4]);
@@ -74,5 +83,30 @@ public final class Check {
             System.exit(1);
         }
         System.out.println("DONE");
+    }
+
+    private static void hold(String bootstrap, String topic, String group) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("client.id", "share-holder");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", "explicit");
+        p.put("max.poll.records", "5");
+        KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p);
+        c.subscribe(List.of(topic));
+        while (true) {
+            ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(200));
+            if (rs.isEmpty()) {
+                continue;
+            }
+            for (ConsumerRecord<String, String> r : rs) {
+                System.out.println("H " + r.offset() + " " + r.deliveryCount().orElse((short) -1));
+            }
+            System.out.println("HELD");
+            System.out.flush();
+            Thread.sleep(Long.MAX_VALUE);
+        }
     }
 }
