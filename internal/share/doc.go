@@ -26,14 +26,37 @@
 //     (group.share.delivery.count.limit) a release or a lock expiry archives it instead of
 //     making it Available again.
 //
-// Durability. State lives in memory on the partition leader and on the coordinator; a
-// broker restart or leadership change starts a share-partition afresh from
-// share.auto.offset.reset. The persistence design is Kafka's: the leader writes
-// WriteShareGroupState (start offset, leader epoch, and the state batches of the non-
-// Available in-flight records: first/last offset, delivery state, delivery count) to the
-// share coordinator, which appends ShareSnapshot / ShareUpdate records keyed by
-// (group, topic id, partition) to the compacted topic __share_group_state and answers
-// ReadShareGroupState to a new leader, which rebuilds its Partition from that state (every
-// record that was Acquired becomes Available again, its delivery count kept). An
-// acknowledgement is answered only after its write is durable.
+// Durability (not built yet). State lives in memory on the partition leader and on the group
+// coordinator: a broker restart or a change of the partition's leader starts a
+// share-partition afresh at the high watermark (share.auto.offset.reset=latest), and state
+// kept from an earlier leader epoch is dropped (Manager.Partition). The design that closes
+// this gap is Kafka's:
+//
+//   - A share coordinator, the third user of internal/coordinator's Runtime (after the group
+//     and transaction coordinators), over the compacted internal topic __share_group_state
+//     (share.coordinator.state.topic.num.partitions 50, .replication.factor 3, .min.isr 2;
+//     the last two are refused at start-up until then). The key "group:topic-id:partition"
+//     routes a share-partition to a state partition; FindCoordinator key type 2 (SHARE) finds
+//     its leader.
+//   - Its records, as Kafka writes them: key = int16 record type (0 ShareSnapshot,
+//     1 ShareUpdate) then {GroupId string, TopicId uuid, Partition int32}; ShareSnapshot value
+//     (flexible) {SnapshotEpoch uint16, StateEpoch int32, LeaderEpoch int32, StartOffset int64,
+//     StateBatches [{FirstOffset int64, LastOffset int64, DeliveryState int8 (0 Available,
+//     2 Acknowledged, 4 Archived), DeliveryCount int16}]}; a ShareUpdate carries only the
+//     batches that changed, and a new snapshot is written every
+//     share.coordinator.snapshot.update.records.per.snapshot updates. Replay keeps the latest
+//     snapshot per key with the updates after it; a tombstone (DeleteShareGroupState) ends
+//     the key.
+//   - The partition leader reads a share-partition's state (ReadShareGroupState) before its
+//     first fetch, InitializeShareGroupState having been sent by the group coordinator when
+//     the partition was first assigned (start offset from share.auto.offset.reset), and writes
+//     each change (WriteShareGroupState: start offset, leader epoch, changed batches) before it
+//     answers the acknowledgement that caused it, so an answered ACCEPT is never lost. An
+//     acquisition is not written: after a restart or a leader change the records that were
+//     Acquired are Available again with their delivery count kept (Kafka does the same).
+//     ReadShareGroupStateSummary answers DescribeShareGroupOffsets across brokers.
+//   - In this package that needs two pure additions to Partition, covered by the property
+//     test: the state batches to write since the last write (runs of equal state and delivery
+//     count, Acquired written as Available), and a Partition rebuilt from a snapshot and its
+//     updates, equal to the original with every Acquired record made Available.
 package share
