@@ -55,8 +55,9 @@
 //     acquisition is not written: after a restart or a leader change the records that were
 //     Acquired are Available again with their delivery count kept (Kafka does the same).
 //     ReadShareGroupStateSummary answers DescribeShareGroupOffsets across brokers.
-//   - In this package that needs two pure additions to Partition, covered by the property
-//     test: the state batches to write since the last write (runs of equal state and delivery
-//     count, Acquired written as Available), and a Partition rebuilt from a snapshot and its
-//     updates, equal to the original with every Acquired record made Available.
+//   - In this package: Partition.Snapshot (the state batches: runs of equal state and
+//     delivery count, Acquired written as Available) and Restore (a Partition rebuilt from
+//     them, equal to the original with every Acquired record Available again) are built
+//     (state.go) and checked at every step of the property test; still to come are the
+//     batches changed since the last write (for ShareUpdate) and the coordinator itself.
 package share

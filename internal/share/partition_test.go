@@ -87,6 +87,7 @@ func partitionProperty(t *testing.T, seed uint64) {
 				t.Fatalf("offset %d owned by %s, model says %s", off, o, h)
 			}
 		}
+		checkRestore(t, p)
 		if len(p.recs) > cfg.MaxLocks {
 			t.Fatalf("window %d exceeds max locks %d", len(p.recs), cfg.MaxLocks)
 		}
@@ -209,5 +210,26 @@ func TestPartitionLifecycle(t *testing.T) {
 	}
 	if got := p.Acquire("e", 1000, 4, 100); len(got) != 1 || got[0] != (Run{1, 1, 3}) {
 		t.Fatalf("only offset 1 may return: %+v", got)
+	}
+}
+
+// checkRestore checks that the partition rebuilt from its snapshot equals it, every Acquired
+// record Available again with its delivery count kept.
+func checkRestore(t *testing.T, p *Partition) {
+	t.Helper()
+	start, batches := p.Snapshot()
+	q := Restore(p.cfg, start, batches)
+	if q.Start() != p.Start() || q.End() != p.End() && !(q.End() == q.Start() && p.End() == p.Start()) {
+		t.Fatalf("restored window [%d, %d), want [%d, %d)", q.Start(), q.End(), p.Start(), p.End())
+	}
+	for off := p.Start(); off < p.End(); off++ {
+		ps, pn := p.StateOf(off)
+		qs, qn := q.StateOf(off)
+		if ps == Acquired {
+			ps = Available
+		}
+		if ps != qs || pn != qn {
+			t.Fatalf("offset %d restored as %v/%d, want %v/%d", off, qs, qn, ps, pn)
+		}
 	}
 }
