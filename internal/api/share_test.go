@@ -413,3 +413,42 @@ func TestShareGroupMembership(t *testing.T) {
 		t.Fatalf("describe of the deleted group: %v", kerr.ErrorForCode(d.ErrorCode))
 	}
 }
+
+// Share sessions: acknowledgements on a new session (epoch 0) are INVALID_REQUEST, a wrong
+// epoch INVALID_SHARE_SESSION_EPOCH, an unknown session SHARE_SESSION_NOT_FOUND, and a
+// session closed with epoch -1 releases what its member held, at once.
+func TestShareSessionEpochs(t *testing.T) {
+	b := testutil.StartBroker(t, shareBroker...)
+	cs := shareTopic(t, b.Addr(), "sessions", "g-sessions", 2, 3)
+	a, other := cs[0], cs[1]
+	raw := func(s *shareConsumer, epoch int32, acks []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.Version, req.GroupID, req.MemberID, req.ShareSessionEpoch, req.MaxRecords, req.MaxBytes = 1, &s.group, &s.id, epoch, 100, 1<<20
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: s.topicID, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
+		return shareRequest[*kmsg.ShareFetchResponse](t, s.b, req)
+	}
+	if r := raw(a, 0, []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{ack(0, 0, ackAccept)}); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("acknowledgements on epoch 0: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := raw(a, a.session+3, nil); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("wrong epoch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	stranger := &shareConsumer{t: t, b: a.b, group: a.group, id: "stranger", topicID: a.topicID}
+	if r := raw(stranger, 4, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("unknown session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if got, _ := a.fetch(nil, 100, 0); len(got) != 3 {
+		t.Fatalf("acquired %v, want offsets 0-2", got)
+	}
+	// Close the session accepting offset 0: offsets 1 and 2 go to the other member at once.
+	if r := raw(a, -1, []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{ack(0, 0, ackAccept)}); r.ErrorCode != 0 ||
+		r.Topics[0].Partitions[0].AcknowledgeErrorCode != 0 || len(r.Topics[0].Partitions[0].AcquiredRecords) != 0 {
+		t.Fatalf("closing fetch: %+v", r)
+	}
+	if got, _ := other.fetch(nil, 100, 0); !slices.Equal(got, []shareRec{{1, 2}, {2, 2}}) {
+		t.Fatalf("after the session closed: %v, want offsets 1-2 a second time", got)
+	}
+	if r := raw(a, 1, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("closed session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
