@@ -23,7 +23,8 @@ import (
 // AcknowledgeErrorCode). Share sessions: epoch 0 opens one with the partitions named, later
 // epochs (each the next) add partitions and forget ForgottenTopicsData, -1 closes it after
 // its acknowledgements, releasing what the member still holds. A fetch acquiring nothing
-// parks until a partition's high watermark moves, a lock expires or max_wait passes.
+// (no partition with min_bytes to give) parks until a partition's high watermark moves, an
+// acknowledgement or release frees records, a lock expires or max_wait passes.
 //
 // A share-partition starts at the high watermark when first fetched
 // (share.auto.offset.reset=latest, Kafka's default); its state is kept in memory only (see
@@ -108,10 +109,20 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	ch := make(chan struct{}, 1)
 	for {
-		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, cfg)
+		// min_bytes holds records back until a partition has that many bytes to acquire;
+		// once max_wait has passed, whatever there is is acquired.
+		final := !h.Now().Before(deadline)
+		minBytes := min(req.MinBytes, maxBytes)
+		if final {
+			minBytes = 0
+		}
+		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg)
 		wait := time.Until(deadline)
-		if got > 0 || wait <= 0 || ctx.Err() != nil {
+		if got > 0 || final || ctx.Err() != nil {
 			break
+		}
+		if wait <= 0 {
+			continue // one last attempt, min_bytes aside
 		}
 		if nextLock > 0 {
 			wait = min(wait, time.Until(time.UnixMilli(nextLock)))
@@ -163,9 +174,10 @@ func (h *Handler) shareWait(ctx context.Context, ans *shareAnswer, ch chan struc
 
 // shareAcquire fetches for member from every partition of its session: reads batches from
 // each share-partition's first available offset and acquires what they hold, up to
-// maxRecords and maxBytes in all. It returns the records acquired and the earliest lock
+// maxRecords and maxBytes in all, from a partition only when it has at least minBytes to
+// give (min_bytes, applied per partition). It returns the records acquired and the earliest lock
 // deadline of the partitions read (0: none).
-func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes int32, cfg share.Config) (int, int64) {
+func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config) (int, int64) {
 	got, nextLock := 0, int64(0)
 	ans.watched, ans.parts = ans.watched[:0], ans.parts[:0]
 	for _, tp := range parts {
@@ -194,7 +206,7 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 			continue
 		}
 		ans.watched = append(ans.watched, p)
-		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, cfg)
+		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, minBytes, cfg)
 		if err != nil {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = code(err)
 			if code(err) == unknownServerError {
@@ -212,7 +224,7 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 }
 
 // shareRead acquires records of one partition for member.
-func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes int32, cfg share.Config) (int, int32, int64, error) {
+func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config) (int, int32, int64, error) {
 	hw := p.HighWatermark()
 	ans.hw[p] = hw
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
@@ -231,7 +243,7 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 		return 0, 0, 0, err
 	}
 	defer s.Release()
-	if s.Size == 0 {
+	if s.Size == 0 || int32(s.Size) < minBytes {
 		return 0, 0, sp.NextDeadline(), nil
 	}
 	end, err := readEnd(s)
