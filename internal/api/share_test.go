@@ -3,9 +3,11 @@ package api_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -390,6 +392,20 @@ func TestShareGroupMembership(t *testing.T) {
 	}
 	if d := describeShare(t, b.Addr(), "g-members"); len(d.Members) != 1 || d.Members[0].MemberID != stay.id {
 		t.Fatalf("describe after expiry: %+v", d)
+	}
+
+	// A classic group's id is not a share group's.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "members", Partition: 0, At: 1})
+	if _, err := kadm.NewClient(newClient(t, b.Addr())).CommitOffsets(ctxT(t), "classic-g", offs); err != nil {
+		t.Fatal(err)
+	}
+	if r := shareHeartbeat(t, b.Addr(), "classic-g", "x", 0, []string{"members"}); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share heartbeat on a classic group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if d := describeShare(t, b.Addr(), "classic-g"); d.ErrorCode != kerr.GroupIDNotFound.Code || d.ErrorMessage == nil ||
+		!strings.Contains(*d.ErrorMessage, "is not a share group") {
+		t.Fatalf("share describe of a classic group: %+v", d)
 	}
 
 	list := kmsg.NewPtrListGroupsRequest()

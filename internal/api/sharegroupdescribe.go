@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,9 +32,14 @@ func handleShareGroupDescribe(h *Handler, _ context.Context, c *Conn, r kmsg.Req
 				continue
 			}
 		}
+		if err := h.otherGroupType(id); err != nil {
+			rg.ErrorCode, rg.ErrorMessage = code(err), errMsg(err)
+			continue
+		}
 		v, ok := h.shareManager().Describe(id, h.nowMs())
 		if !ok {
-			rg.ErrorCode = kerr.GroupIDNotFound.Code
+			err := fmt.Errorf("%w: Group %s not found.", kerr.GroupIDNotFound, id)
+			rg.ErrorCode, rg.ErrorMessage = code(err), errMsg(err)
 			continue
 		}
 		rg.GroupState, rg.GroupEpoch, rg.AssignmentEpoch, rg.Assignor = v.State, v.Epoch, v.Epoch, "simple"

@@ -52,6 +52,9 @@ func handleShareGroupHeartbeat(h *Handler, _ context.Context, c *Conn, r kmsg.Re
 			return fail(err)
 		}
 	}
+	if err := h.otherGroupType(req.GroupID); err != nil {
+		return fail(err)
+	}
 	rack := ""
 	if req.RackID != nil {
 		rack = *req.RackID

@@ -1,6 +1,10 @@
 package api
 
 import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/share"
 )
@@ -34,4 +38,17 @@ func (v shareTopics) Topic(name string) ([16]byte, int32, bool) {
 		return [16]byte{}, 0, false
 	}
 	return t.ID, t.Partitions, true
+}
+
+// otherGroupType is GROUP_ID_NOT_FOUND ("Group X is not a share group.", as Kafka words it)
+// when id names a classic or consumer group rather than a share group, else nil: the group
+// types share one namespace of ids.
+func (h *Handler) otherGroupType(id string) error {
+	if h.Groups == nil || h.shareManager().Has(id) {
+		return nil
+	}
+	if d := h.Groups.DescribeGroup(id); d.ErrorCode == 0 && d.State != "Dead" {
+		return fmt.Errorf("%w: Group %s is not a share group.", kerr.GroupIDNotFound, id)
+	}
+	return nil
 }
