@@ -64,6 +64,7 @@ func (g *Group) Heartbeat(id string, epoch int32, topics []string, client, host,
 		return nil, false, ErrInvalidMember
 	}
 	m := g.Members[id]
+	bump := false // the group epoch rises once per heartbeat that changes the group
 	switch {
 	case epoch == -1:
 		if m == nil {
@@ -76,10 +77,8 @@ func (g *Group) Heartbeat(id string, epoch int32, topics []string, client, host,
 		if m == nil {
 			m = &Member{ID: id}
 			g.Members[id] = m
-			g.Epoch++
+			bump = true
 		}
-		// A member rejoining with epoch 0 keeps its id and is given its assignment again.
-		m.Assignment = nil
 	case m == nil:
 		return nil, false, ErrUnknownMember
 	case epoch != m.Epoch:
@@ -93,15 +92,17 @@ func (g *Group) Heartbeat(id string, epoch int32, topics []string, client, host,
 		sorted = slices.Compact(sorted)
 		if !slices.Equal(sorted, m.Topics) {
 			m.Topics = sorted
-			g.Epoch++
+			bump = true
 		}
 	}
 	want := assign(m.Topics, meta)
-	changed := epoch == 0 || !sameAssignment(want, m.Assignment)
+	moved := !sameAssignment(want, m.Assignment)
+	if bump || moved {
+		g.Epoch++
+	}
+	// A member joining (epoch 0, a rejoin too) is always told its assignment.
+	changed := epoch == 0 || moved
 	if changed {
-		if !sameAssignment(want, m.Assignment) && epoch != 0 {
-			g.Epoch++
-		}
 		m.Assignment = want
 		m.Epoch = g.Epoch
 	}
