@@ -56,6 +56,8 @@ func init() {
 		kmsg.ShareFetch.Int16():                   {Min: 1, Max: 1, Handle: handleShareFetch},
 		kmsg.ShareAcknowledge.Int16():             {Min: 1, Max: 1, Handle: handleShareAcknowledge},
 		kmsg.DescribeShareGroupOffsets.Int16():    {Min: 0, Max: 1, Handle: handleDescribeShareGroupOffsets},
+		kmsg.AlterShareGroupOffsets.Int16():       {Min: 0, Max: 0, Handle: handleAlterShareGroupOffsets},
+		kmsg.DeleteShareGroupOffsets.Int16():      {Min: 0, Max: 0, Handle: handleDeleteShareGroupOffsets},
 		kmsg.AddPartitionsToTxn.Int16():           {Min: 0, Max: 5, Handle: handleAddPartitionsToTxn},
 		kmsg.AddOffsetsToTxn.Int16():              {Min: 0, Max: 4, Handle: handleAddOffsetsToTxn},
 		kmsg.EndTxn.Int16():                       {Min: 0, Max: 5, Handle: handleEndTxn},

@@ -18,10 +18,11 @@ func newShareGroupCommand() *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   "share-group",
-		Short: "List, describe and delete share groups",
+		Short: "List, describe, reset and delete share groups",
 	}
 	cf.register(cmd)
-	cmd.AddCommand(newShareGroupListCommand(&cf), newShareGroupDescribeCommand(&cf), newShareGroupDeleteCommand(&cf))
+	cmd.AddCommand(newShareGroupListCommand(&cf), newShareGroupDescribeCommand(&cf),
+		newShareGroupResetCommand(&cf), newShareGroupDeleteCommand(&cf))
 	return cmd
 }
 
@@ -176,4 +177,69 @@ func newShareGroupDeleteCommand(cf *clientFlags) *cobra.Command {
 			})
 		},
 	}
+}
+
+func newShareGroupResetCommand(cf *clientFlags) *cobra.Command {
+	var topic string
+	var earliest, latest bool
+	var offset int64 = -1
+	cmd := &cobra.Command{
+		Use:   "reset-offsets GROUP --topic TOPIC (--to-earliest | --to-latest | --to-offset N)",
+		Short: "Start an empty share group's partitions of a topic over at an offset",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			modes := 0
+			for _, on := range []bool{earliest, latest, offset >= 0} {
+				if on {
+					modes++
+				}
+			}
+			if topic == "" || modes != 1 {
+				return errors.New("reset-offsets needs --topic and exactly one of --to-earliest, --to-latest, --to-offset")
+			}
+			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, _ string) error {
+				group := args[0]
+				list := adm.ListEndOffsets
+				if earliest {
+					list = adm.ListStartOffsets
+				}
+				listed, err := list(ctx, topic)
+				if err != nil {
+					return err
+				}
+				if err := listed.Error(); err != nil {
+					return err
+				}
+				offsets := kadm.Offsets{}
+				listed.Each(func(l kadm.ListedOffset) {
+					at := l.Offset
+					if offset >= 0 {
+						at = offset
+					}
+					offsets.Add(kadm.Offset{Topic: l.Topic, Partition: l.Partition, At: at})
+				})
+				resp, err := adm.AlterShareGroupOffsets(ctx, group, offsets)
+				if err != nil {
+					return fmt.Errorf("share group %s: %s", group, kafkaErrorText(err, ""))
+				}
+				var failed []string
+				offsets.Each(func(o kadm.Offset) {
+					if perr := resp[o.Topic][o.Partition]; perr != nil {
+						failed = append(failed, fmt.Sprintf("%s/%d: %s", o.Topic, o.Partition, kafkaErrorText(perr, "")))
+						return
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s/%d start offset %d\n", group, o.Topic, o.Partition, o.At)
+				})
+				if len(failed) > 0 {
+					return errors.New(strings.Join(failed, "; "))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&topic, "topic", "", "the topic whose partitions are reset")
+	cmd.Flags().BoolVar(&earliest, "to-earliest", false, "start at each partition's log start offset")
+	cmd.Flags().BoolVar(&latest, "to-latest", false, "start at each partition's end (only new records are delivered)")
+	cmd.Flags().Int64Var(&offset, "to-offset", -1, "start every partition at this offset")
+	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -75,9 +76,31 @@ func TestShareGroupCommandsE2E(t *testing.T) {
 	if _, err := runCLI(t, "", "share-group", "delete", "sg", "-b", broker); err == nil {
 		t.Fatal("share-group delete of a group with a member succeeded")
 	}
+	if _, err := runCLI(t, "", "share-group", "reset-offsets", "sg", "--topic", "sq", "--to-earliest", "-b", broker); err == nil {
+		t.Fatal("share-group reset-offsets of a group with a member succeeded")
+	}
 	hb.MemberEpoch = -1
 	if hr, err := hb.RequestWith(ctx, cl); err != nil || hr.ErrorCode != 0 {
 		t.Fatalf("leave: %v %+v", err, hr)
+	}
+	// Empty now: start over at the log start; every record is to be delivered again.
+	mustRunCLI(t, "", "share-group", "reset-offsets", "sg", "--topic", "sq", "--to-earliest", "-b", broker)
+	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "share-group", "describe", "sg", "-b", broker, "-o", "json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	if desc.State != "Empty" || len(desc.Partitions) != 1 || desc.Partitions[0].StartOffset != 0 || desc.Partitions[0].Lag != 5 {
+		t.Fatalf("share-group describe after reset-offsets: %+v", desc)
+	}
+	// DeleteShareGroupOffsets forgets the share-partition.
+	if _, err := kadm.NewClient(cl).DeleteShareGroupOffsets(ctx, group, "sq"); err != nil {
+		t.Fatal(err)
+	}
+	desc.Partitions = nil
+	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "share-group", "describe", "sg", "-b", broker, "-o", "json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	if len(desc.Partitions) != 0 {
+		t.Fatalf("share-group describe after the offsets were deleted: %+v", desc)
 	}
 	mustRunCLI(t, "", "share-group", "delete", "sg", "-b", broker)
 	if out := mustRunCLI(t, "", "share-group", "list", "-b", broker); strings.Contains(out, "sg") {

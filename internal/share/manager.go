@@ -343,3 +343,55 @@ func (m *Manager) Summaries(group string) map[Key]Summary {
 	}
 	return out
 }
+
+// CheckEmpty checks that group id exists (ErrNoGroup) and has no members (ErrGroupNotEmpty),
+// as resetting or deleting its share-partitions' state needs.
+func (m *Manager) CheckEmpty(id string, nowMs int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.emptyLocked(id, nowMs)
+}
+
+// emptyLocked checks that group id exists and, its expired members removed, has none.
+func (m *Manager) emptyLocked(id string, nowMs int64) error {
+	g := m.mu.groups[id]
+	if g == nil {
+		return ErrNoGroup
+	}
+	gone := g.Expire(nowMs)
+	for _, mem := range gone {
+		delete(m.mu.sessions, memberKey{id, mem})
+	}
+	if len(g.Members) > 0 {
+		return ErrGroupNotEmpty
+	}
+	return nil
+}
+
+// SetStart starts group's share-partition k over at start (AlterShareGroupOffsets), as led in
+// leaderEpoch; the group must exist and have no members.
+func (m *Manager) SetStart(k Key, leaderEpoch int32, cfg Config, start, nowMs int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.emptyLocked(k.Group, nowMs); err != nil {
+		return err
+	}
+	m.mu.parts[k] = &Part{p: NewPartition(cfg, start), leaderEpoch: leaderEpoch}
+	return nil
+}
+
+// Forget drops the state of group's share-partitions of topic (DeleteShareGroupOffsets); the
+// group must exist and have no members.
+func (m *Manager) Forget(group string, topic [16]byte, nowMs int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.emptyLocked(group, nowMs); err != nil {
+		return err
+	}
+	for k := range m.mu.parts {
+		if k.Group == group && k.Topic == topic {
+			delete(m.mu.parts, k)
+		}
+	}
+	return nil
+}
