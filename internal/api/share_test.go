@@ -467,4 +467,10 @@ func TestShareSessionEpochs(t *testing.T) {
 	if r := raw(a, 1, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
 		t.Fatalf("closed session: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
+	// A topic id the cluster does not have: UNKNOWN_TOPIC_ID, answered without waiting.
+	lost := &shareConsumer{t: t, b: a.b, group: a.group, id: "lost", topicID: [16]byte{1, 2, 3}}
+	r := raw(lost, 0, nil)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("unknown topic id: %+v", r)
+	}
 }

@@ -118,7 +118,7 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 		}
 		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg)
 		wait := time.Until(deadline)
-		if got > 0 || final || ctx.Err() != nil {
+		if got > 0 || ans.failed || final || ctx.Err() != nil {
 			break
 		}
 		if wait <= 0 {
@@ -186,22 +186,26 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 		}
 		t := ans.im.TopicByID(metadata.TopicID(tp.Topic))
 		if t == nil || tp.Partition < 0 || tp.Partition >= t.Partitions {
-			ans.part(tp.Topic, tp.Partition).ErrorCode = kerr.UnknownTopicOrPartition.Code
+			ans.part(tp.Topic, tp.Partition).ErrorCode = unknownSharePartition(t).Code
+			ans.failed = true
 			continue
 		}
 		if !ans.readable.ok(t.Name) {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = kerr.TopicAuthorizationFailed.Code
+			ans.failed = true
 			continue
 		}
 		p := h.Replicas.Get(t.Name, tp.Partition)
 		if p == nil {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = kerr.NotLeaderForPartition.Code
+			ans.failed = true
 			continue
 		}
 		leader, epoch, leads := p.Role()
 		if !leads {
 			rp := ans.part(tp.Topic, tp.Partition)
 			rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			ans.failed = true
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leader, epoch
 			continue
 		}
@@ -209,6 +213,7 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, minBytes, cfg)
 		if err != nil {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = code(err)
+			ans.failed = true
 			if code(err) == unknownServerError {
 				h.Log.Error("share fetch", "topic", t.Name, "partition", tp.Partition, "err", err)
 			}
@@ -295,6 +300,16 @@ func batchesThrough(s storage.Slice, last int64) (int64, error) {
 	return int64(s.Size), nil
 }
 
+// unknownSharePartition is the error for a partition the image does not have: UNKNOWN_TOPIC_ID
+// when its topic id is unknown (share requests name topics by id), else
+// UNKNOWN_TOPIC_OR_PARTITION.
+func unknownSharePartition(t *metadata.Topic) *kerr.Error {
+	if t == nil {
+		return kerr.UnknownTopicID
+	}
+	return kerr.UnknownTopicOrPartition
+}
+
 // shareAck is one acknowledgement batch of ShareFetch or ShareAcknowledge: one type for the
 // whole range, or one per offset.
 type shareAck struct {
@@ -306,7 +321,7 @@ type shareAck struct {
 func (h *Handler) shareAcknowledge(ans *shareAnswer, group, member string, topic [16]byte, partition int32, batches []shareAck, now int64) error {
 	t := ans.im.TopicByID(metadata.TopicID(topic))
 	if t == nil || partition < 0 || partition >= t.Partitions {
-		return kerr.UnknownTopicOrPartition
+		return unknownSharePartition(t)
 	}
 	if !ans.readable.ok(t.Name) {
 		return kerr.TopicAuthorizationFailed
@@ -355,6 +370,7 @@ type shareAnswer struct {
 	watched  []*replica.Partition
 	hw       map[*replica.Partition]int64
 	parts    []*share.Part // share-partitions read, woken by acknowledgements
+	failed   bool          // a partition is answered with an error: the fetch does not wait
 }
 
 func newShareAnswer(im *metadata.Image, readable *authorizedSet) *shareAnswer {
