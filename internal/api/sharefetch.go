@@ -102,9 +102,9 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 	if maxRecords <= 0 {
 		maxRecords = 500 // the share consumer's max.poll.records default
 	}
-	maxBytes := req.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = h.Cfg.Current().FetchMaxBytes
+	maxBytes := h.Cfg.Current().FetchMaxBytes // fetch.max.bytes bounds a share fetch too
+	if req.MaxBytes > 0 {
+		maxBytes = min(maxBytes, req.MaxBytes)
 	}
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	ch := make(chan struct{}, 1)
@@ -117,7 +117,7 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 			minBytes = 0
 		}
 		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg)
-		wait := time.Until(deadline)
+		wait := deadline.Sub(h.Now())
 		if got > 0 || ans.failed || final || ctx.Err() != nil {
 			break
 		}
@@ -125,7 +125,7 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 			continue // one last attempt, min_bytes aside
 		}
 		if nextLock > 0 {
-			wait = min(wait, time.Until(time.UnixMilli(nextLock)))
+			wait = min(wait, time.UnixMilli(nextLock).Sub(h.Now()))
 		}
 		if !h.shareWait(ctx, ans, ch, wait) {
 			break
