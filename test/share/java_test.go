@@ -179,7 +179,25 @@ type received struct {
 // records was received exactly once and the run ended cleanly.
 func readChecks(t *testing.T, cmd *exec.Cmd, lines <-chan string, stderr *strings.Builder, records int) map[int64]received {
 	t.Helper()
-	got := map[int64]received{}
+	byPartition := readChecksPartitions(t, cmd, lines, stderr)
+	got := byPartition[0]
+	if len(byPartition) != 1 {
+		t.Fatalf("records of %d partitions, want partition 0 only", len(byPartition))
+	}
+	for off := range int64(records) {
+		if _, ok := got[off]; !ok {
+			t.Fatalf("offset %d never received", off)
+		}
+	}
+	return got
+}
+
+// readChecksPartitions reads a Check run's output to its end, checking that no record was
+// received twice and the run ended cleanly, and returns what was received by partition and
+// offset.
+func readChecksPartitions(t *testing.T, cmd *exec.Cmd, lines <-chan string, stderr *strings.Builder) map[int32]map[int64]received {
+	t.Helper()
+	got := map[int32]map[int64]received{}
 	done := false
 	for line := range lines {
 		if line == "DONE" {
@@ -187,22 +205,21 @@ func readChecks(t *testing.T, cmd *exec.Cmd, lines <-chan string, stderr *string
 			continue
 		}
 		var r received
+		var p int32
 		var off int64
-		if _, err := fmt.Sscanf(line, "R %s %d %d", &r.who, &off, &r.deliveries); err != nil {
+		if _, err := fmt.Sscanf(line, "R %s %d %d %d", &r.who, &p, &off, &r.deliveries); err != nil {
 			t.Fatalf("unexpected output %q", line)
 		}
-		if prev, ok := got[off]; ok {
-			t.Fatalf("offset %d received by consumers %s and %s (delivery count %d)", off, prev.who, r.who, r.deliveries)
+		if got[p] == nil {
+			got[p] = map[int64]received{}
 		}
-		got[off] = r
+		if prev, ok := got[p][off]; ok {
+			t.Fatalf("offset %d/%d received by consumers %s and %s (delivery count %d)", p, off, prev.who, r.who, r.deliveries)
+		}
+		got[p][off] = r
 	}
 	if err := cmd.Wait(); err != nil || !done {
 		t.Fatalf("share consumers: %v (done %v)\n%s", err, done, stderr.String())
-	}
-	for off := range int64(records) {
-		if _, ok := got[off]; !ok {
-			t.Fatalf("offset %d never received", off)
-		}
 	}
 	// The client reports a response it cannot read, or a request refused, in its log only.
 	for _, bad := range []string{"Exception", " ERROR ", "couldn't complete"} {
@@ -251,5 +268,74 @@ func waitShareReady(ctx context.Context, t *testing.T, cl *kgo.Client, group str
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// Three brokers: the share group's coordinator is one of them and the leaders of the topic's
+// three partitions are spread over them; KafkaShareConsumers heartbeat to the coordinator
+// and fetch each partition from its leader, and no record reaches two of them.
+func TestJavaShareConsumersThreeBrokers(t *testing.T) {
+	buildCheck(t)
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
+	bootstrap := strings.Join(c.Bootstrap(), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.DefaultProduceTopic("spread"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "spread"); err != nil {
+		t.Fatal(err)
+	}
+	td, err := kadm.NewClient(cl).ListTopics(ctx, "spread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]bool{}
+	for _, p := range td["spread"].Partitions {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("the partitions' leaders %v are not spread over brokers", leaders)
+	}
+	const records = 60
+	cmd, lines, stderr := startCheck(ctx, t, bootstrap, "spread", "java-spread", "3", fmt.Sprint(records), "90")
+	// share.auto.offset.reset is latest and each share-partition starts at its leader's first
+	// fetch: produce rounds until the consumers have seen enough, keeping their output.
+	var out []string
+	for done := false; !done; {
+		var rs []*kgo.Record
+		for i := range 30 {
+			rs = append(rs, kgo.StringRecord(fmt.Sprint(i)))
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		round := time.After(200 * time.Millisecond)
+		for waiting := true; waiting && !done; {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					done = true
+					break
+				}
+				out = append(out, line)
+			case <-round:
+				waiting = false
+			case <-ctx.Done():
+				t.Fatalf("share consumers did not finish: %d lines\n%s", len(out), stderr.String())
+			}
+		}
+	}
+	replay := make(chan string, len(out))
+	for _, l := range out {
+		replay <- l
+	}
+	close(replay)
+	got := readChecksPartitions(t, cmd, replay, stderr)
+	if len(got) != 3 {
+		t.Fatalf("records from partitions %v, want all three", got)
 	}
 }

@@ -17,7 +17,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * Reads a topic with several KafkaShareConsumers of one share group, each in its own thread,
  * every record accepted (implicit acknowledgement: a poll accepts what the previous one
  * returned, and commitSync accepts what the last one returned before close, which would
- * release it). Prints "R consumer offset deliveryCount" for each record
+ * release it). Prints "R consumer partition offset deliveryCount" for each record
  * received and "DONE" once the records seen number the count asked for and every consumer is
  * closed.
  *
@@ -38,7 +38,7 @@ public final class Check {
         int consumers = Integer.parseInt(args[3]);
         int records = Integer.parseInt(args[4]);
         long deadline = System.nanoTime() + Duration.ofSeconds(Long.parseLong(args[5])).toNanos();
-        Set<Long> seen = ConcurrentHashMap.newKeySet();
+        Set<String> seen = ConcurrentHashMap.newKeySet();
         AtomicBoolean failed = new AtomicBoolean();
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i < consumers; i++) {
@@ -60,10 +60,10 @@ public final class Check {
                         for (ConsumerRecord<String, String> r : rs) {
                             short n = r.deliveryCount().orElse((short) -1);
                             synchronized (System.out) {
-                                System.out.println("R " + id + " " + r.offset() + " " + n);
+                                System.out.println("R " + id + " " + r.partition() + " " + r.offset() + " " + n);
                                 System.out.flush();
                             }
-                            seen.add(r.offset());
+                            seen.add(r.partition() + "/" + r.offset());
                         }
                     }
                     // Accept what the last poll returned: close alone would release it.
