@@ -22,6 +22,9 @@ type Options struct {
 	// given directory is kept, and a node started on it again finds its data (for a
 	// Cluster, node N's log dir is Dir/node-N).
 	Dir string
+	// LogDirs, for Start only, are several log dirs (log.dirs: JBOD, one per disk) in place
+	// of Dir, which must then be empty. They are kept.
+	LogDirs []string
 	// Config are broker configs by Kafka's names (server.properties keys), applied over
 	// embed's own defaults (see defaults.go). A key the broker does not know, or a value it
 	// cannot honour, fails the start naming the key. A single node listens on
@@ -51,14 +54,23 @@ func Start(ctx context.Context, opt Options) (*Node, error) {
 	if err := refuseKeys(opt.Config, nodeKeys, "Start"); err != nil {
 		return nil, err
 	}
-	dir, tempDir, err := dataDir(opt.Dir)
-	if err != nil {
+	if len(opt.LogDirs) > 0 && opt.Dir != "" {
+		return nil, fmt.Errorf("embed: Start takes Dir or LogDirs, not both: %w", config.ErrInvalidConfig)
+	}
+	var dir, tempDir string
+	var err error
+	logDirs := strings.Join(opt.LogDirs, ",")
+	if len(opt.LogDirs) > 0 {
+		dir = opt.LogDirs[0]
+	} else if dir, tempDir, err = dataDir(opt.Dir); err != nil {
 		return nil, err
+	} else {
+		logDirs = dir
 	}
 	props := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0"}
 	maps.Copy(props, nodeDefaults)
 	maps.Copy(props, opt.Config)
-	props["log.dirs"] = dir
+	props["log.dirs"] = logDirs
 	cfg, err := config.Parse(props)
 	if err != nil {
 		removeTemp(tempDir)
@@ -83,7 +95,7 @@ func (n *Node) Addr() string { return n.addr }
 // ID is the node's node.id.
 func (n *Node) ID() int { return n.id }
 
-// DataDir is the node's log dir (log.dirs).
+// DataDir is the node's log dir (the first of log.dirs).
 func (n *Node) DataDir() string { return n.dir }
 
 // Close shuts the node down cleanly (as `gregor server` on SIGTERM: every log flushed and

@@ -147,3 +147,36 @@ func consume(t *testing.T, ctx context.Context, addr, topic string, n int) (got 
 	}
 	return got
 }
+
+// A node given several log dirs (LogDirs, JBOD) uses them all and keeps them; Dir and LogDirs
+// together are refused.
+func TestNodeLogDirs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dirs := []string{t.TempDir(), t.TempDir()}
+	n := embedtest.Start(t, embed.Options{LogDirs: dirs})
+	if n.DataDir() != dirs[0] {
+		t.Fatalf("DataDir %q, want the first log dir %q", n.DataDir(), dirs[0])
+	}
+	produce(t, ctx, n.Addr(), "jbod", "a")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ds, err := kadm.NewClient(cl).DescribeBrokerLogDirs(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, ok := ds[d]; !ok {
+			t.Fatalf("DescribeLogDirs lacks %s: %v", d, ds)
+		}
+		if _, err := os.Stat(d + "/meta.properties"); err != nil {
+			t.Fatalf("%s not formatted: %v", d, err)
+		}
+	}
+	if _, err := embed.Start(ctx, embed.Options{Dir: t.TempDir(), LogDirs: dirs}); err == nil {
+		t.Fatal("Start with Dir and LogDirs succeeded")
+	}
+}

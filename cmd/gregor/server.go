@@ -95,9 +95,11 @@ func serverCommand() *cobra.Command {
 
 // haltOnLogDirFailure ends the process at once (no clean shutdown: nothing more is written to
 // the failed dir), with exit status 1, as Kafka's LogManager halts a broker whose log dirs have
-// all failed. An operator starts it again once the disk is fixed or has room.
+// all failed; with several log dirs one failed dir is enough, as the controller cannot yet be
+// told of it alone, so the partitions' leaderships move with the whole broker. An operator
+// starts it again once the disk is fixed or has room.
 func haltOnLogDirFailure(log *slog.Logger, dir string, err error) {
-	log.Error("shutting down: all log dirs have failed (an I/O error took a partition's log offline)", "log_dirs", dir, "err", err)
+	log.Error("shutting down: a log dir has failed (an I/O error took a partition's log offline)", "log_dir", dir, "err", err)
 	os.Exit(1)
 }
 

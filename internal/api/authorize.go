@@ -49,6 +49,7 @@ import (
 //	DeleteRecords                DELETE TOPIC                    partition TOPIC_AUTHORIZATION_FAILED
 //	DescribeCluster              none for the answer; cluster authorized operations need DESCRIBE CLUSTER, else 0
 //	DescribeLogDirs              DESCRIBE CLUSTER                no results, CLUSTER_AUTHORIZATION_FAILED (v3+)
+//	AlterReplicaLogDirs          ALTER CLUSTER                   every partition CLUSTER_AUTHORIZATION_FAILED
 //	InitProducerId               WRITE TRANSACTIONAL_ID          TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 //	  (no transactional id)      IDEMPOTENT_WRITE CLUSTER, or    CLUSTER_AUTHORIZATION_FAILED
 //	                               WRITE on some TOPIC (KIP-679)

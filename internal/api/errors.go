@@ -136,6 +136,11 @@ func code(err error) int16 {
 		return kerr.UnknownLeaderEpoch.Code
 	case errors.Is(err, storage.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, storage.ErrLogDirNotFound):
+		return kerr.LogDirNotFound.Code
+	case errors.Is(err, storage.ErrNoPartition):
+		// No replica on this broker (AlterReplicaLogDirs of a partition placed elsewhere).
+		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, storage.ErrTooManyOpenFiles):
 		// The broker is at its descriptor budget with every file in use: nothing failed and
 		// the partition stays online; clients retry KAFKA_STORAGE_ERROR.

@@ -118,6 +118,9 @@ var sentinels = map[string]sentinelCode{
 	"storage.ErrInvalidEpochEntry":   {err: storage.ErrInvalidEpochEntry}, // a broken invariant: Kafka's IllegalArgumentException
 	"storage.ErrMetaMismatch":        {err: storage.ErrMetaMismatch, never: "meta.properties at start-up: the broker does not start"},
 	"storage.ErrInjected":            {err: storage.ErrInjected, want: kerr.KafkaStorageError},
+	"storage.ErrLogDirNotFound":      {err: storage.ErrLogDirNotFound, want: kerr.LogDirNotFound},
+	"storage.ErrNoPartition":         {err: storage.ErrNoPartition, want: kerr.NotLeaderForPartition},
+	"storage.ErrDuplicateLog":        {err: storage.ErrDuplicateLog, never: "log dirs at start-up: the broker does not start"},
 
 	"wire.ErrClosed": {err: wire.ErrClosed, want: kerr.NetworkException},
 }

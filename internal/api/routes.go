@@ -36,6 +36,7 @@ func init() {
 		kmsg.DeleteRecords.Int16():                {Min: 0, Max: 2, Handle: handleDeleteRecords},
 		kmsg.DescribeCluster.Int16():              {Min: 0, Max: 1, Handle: handleDescribeCluster},
 		kmsg.DescribeLogDirs.Int16():              {Min: 0, Max: 4, Handle: handleDescribeLogDirs},
+		kmsg.AlterReplicaLogDirs.Int16():          {Min: 0, Max: 2, Handle: handleAlterReplicaLogDirs},
 		kmsg.InitProducerID.Int16():               {Min: 0, Max: 5, Handle: handleInitProducerID},
 		kmsg.FindCoordinator.Int16():              {Min: 0, Max: 6, Handle: handleFindCoordinator},
 		kmsg.JoinGroup.Int16():                    {Min: 0, Max: 9, Handle: handleJoinGroup},

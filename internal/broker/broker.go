@@ -21,6 +21,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/gregor-project/gregor/internal/api"
 	"github.com/gregor-project/gregor/internal/config"
+	"github.com/gregor-project/gregor/internal/console"
 	"github.com/gregor-project/gregor/internal/controller/client"
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/group"
@@ -118,6 +120,7 @@ type Broker struct {
 	// metadata log was replayed at start; Close began.
 	metrics      *observe.Metrics
 	http         *observe.Server
+	console      *console.Console // the web console on the http listener (nil when not mounted)
 	quorumUp     atomic.Bool
 	caughtUpOnce atomic.Bool
 	serving      atomic.Bool
@@ -153,13 +156,14 @@ type Options struct {
 	// background.
 	Ctx context.Context
 	// OnLogDirFailure, if set, is called when a write, fsync, truncation or segment deletion
-	// of a partition's log fails: the log goes offline, and with it the broker's log dir
-	// (its only one) is failed, as Kafka's LogDirFailureChannel reports it. It gets the
-	// log dir and the error, and is called holding that log's locks. `gregor server` halts
-	// the process in it (exit status 1), as Kafka's LogManager does once all its log dirs
-	// have failed: a running broker with an offline partition would stay its leader or an
-	// out-of-sync follower until restarted. nil keeps the broker running with the
-	// partition offline (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
+	// of a partition's log (or of a replica being moved between log dirs) fails: the log
+	// goes offline, and its log dir is failed, as Kafka's LogDirFailureChannel reports it.
+	// It gets the log dir holding the partition and the error, and is called holding that
+	// log's locks. `gregor server` halts the process in it (exit status 1): the controller
+	// is not told of one failed dir among several (KIP-858's offline log dirs), so a running
+	// broker with an offline partition would stay its leader or an out-of-sync follower
+	// until restarted. nil keeps the broker running with the partition offline
+	// (KAFKA_STORAGE_ERROR), for in-process tests of a failing disk.
 	OnLogDirFailure func(dir string, err error)
 	// Dial, if set, opens every connection this node makes to another node (the controller
 	// quorum's raft peers and controller APIs, replication fetches, transaction markers and
@@ -216,20 +220,25 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 	if err := checkControllerSecurity(cfg); err != nil {
 		return nil, err
 	}
-	dir := cfg.LogDirs[0]
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("log.dirs %s: %w", dir, err)
+	for _, dir := range cfg.LogDirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("log.dirs %s: %w", dir, err)
+		}
 	}
-	logs, err := storage.OpenManager(fs, dir, log)
+	logs, err := storage.OpenDirs(fs, cfg.LogDirs, log)
 	if err != nil {
 		return nil, err
 	}
 	if on := opt.OnLogDirFailure; on != nil {
-		logs.OnLogOffline = func(_ string, err error) { on(dir, err) } // before any log opens
+		// before any log opens; the partition's directory is in its log dir
+		logs.OnLogOffline = func(partDir string, err error) { on(filepath.Dir(partDir), err) }
 	}
 	metrics := observe.New()
 	logs.OnFlush = metrics.Log.Flushed
 	clusterID, err := format(logs, cfg, log)
+	if err == nil && cfg.MetadataLogDir != "" && !logs.HasDir(cfg.MetadataLogDir) {
+		err = storage.FormatMetadataDir(fs, filepath.Clean(cfg.MetadataLogDir), clusterID, cfg.NodeID)
+	}
 	if err != nil {
 		logs.Close()
 		return nil, err
@@ -291,6 +300,7 @@ func (b *Broker) start(startCtx context.Context) error {
 		},
 	})
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
+	b.replicas.MoveRate = func() int64 { return b.cfg.Current().ReplicaAlterLogDirsIOMaxBytesPerSecond }
 	if !cfg.IsBroker() {
 		log.Info("controller-only node started", "node_id", cfg.NodeID)
 		return nil
@@ -398,21 +408,27 @@ func (b *Broker) start(startCtx context.Context) error {
 	}
 	b.serve()
 	b.serving.Store(true)
+	b.mountConsole()
 	b.startLoops(b.ctx)
 	log.Info("broker started", "node_id", cfg.NodeID, "cluster_id", b.clusterID, "broker_epoch", b.epoch.Load())
 	return nil
 }
 
-// format returns the log dir's cluster id, formatting an empty dir with cluster.id (or, for
-// a node that is its own single-voter quorum, a random id).
+// format returns the log dirs' cluster id, formatting the dirs without meta.properties with
+// it: the cluster.id of the formatted ones, else cluster.id (or, for a node that is its own
+// single-voter quorum, a random id).
 func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string, error) {
-	dir := logs.Dir()
+	dir := logs.FormattedDir()
 	if id := logs.ClusterID(); id != "" {
 		if logs.NodeID() != cfg.NodeID {
 			return "", fmt.Errorf("node.id %d does not match %d in %s/meta.properties", cfg.NodeID, logs.NodeID(), dir)
 		}
 		if cfg.ClusterID != "" && cfg.ClusterID != id {
 			return "", fmt.Errorf("cluster.id %s does not match %s in %s/meta.properties: this log dir belongs to another cluster", cfg.ClusterID, id, dir)
+		}
+		// A dir added to log.dirs, or one formatted before directory ids, gets its meta.properties.
+		if err := logs.Format(id, cfg.NodeID); err != nil {
+			return "", err
 		}
 		return id, nil
 	}
@@ -426,7 +442,7 @@ func format(logs *storage.Manager, cfg *config.Broker, log *slog.Logger) (string
 	if err := logs.Format(id, cfg.NodeID); err != nil {
 		return "", err
 	}
-	log.Info("formatted log dir", "dir", dir, "cluster_id", id, "node_id", cfg.NodeID)
+	log.Info("formatted log dirs", "dirs", logs.Dirs(), "cluster_id", id, "node_id", cfg.NodeID)
 	return id, nil
 }
 
@@ -592,6 +608,9 @@ func (b *Broker) Close() error {
 			if err := b.http.Close(); err != nil {
 				b.log.Warn("closing the http listener", "err", err)
 			}
+		}
+		if b.console != nil {
+			b.console.Close()
 		}
 		if b.stopHeartbeats != nil {
 			b.stopHeartbeats()

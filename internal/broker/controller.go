@@ -90,7 +90,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		NodeID:          cfg.NodeID,
 		Voters:          voters,
 		ClusterID:       b.clusterID,
-		Dir:             filepath.Join(cfg.LogDirs[0], storage.MetadataLogTopic+"-0"),
+		Dir:             metadataLogDir(cfg),
 		FS:              b.fs,
 		Listener:        b.ctrlMux.Matched(),
 		Dial:            dial,
@@ -169,9 +169,19 @@ func (b *Broker) watchController(node *quorum.Node) {
 	if err == nil {
 		return // closed by Close
 	}
-	dir := filepath.Join(b.cfg.LogDirs[0], storage.MetadataLogTopic+"-0")
+	dir := metadataLogDir(b.cfg)
 	b.log.Error("the controller cannot write its metadata log: this process stops", "dir", dir, "err", err)
 	b.fail(fmt.Errorf("controller storage failure in %s: %w", dir, err))
+}
+
+// metadataLogDir is the controller quorum's directory: __cluster_metadata-0 in
+// metadata.log.dir, else in the first of log.dirs (as Kafka places it).
+func metadataLogDir(cfg *config.Broker) string {
+	dir := cfg.MetadataLogDir
+	if dir == "" {
+		dir = cfg.LogDirs[0]
+	}
+	return filepath.Join(dir, storage.MetadataLogTopic+"-0")
 }
 
 // topicConfigsOf describes a new topic's configs (CreateTopics v5+) as this node resolves them.

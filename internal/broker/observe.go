@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/console"
 	"github.com/gregor-project/gregor/internal/controller/state"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
@@ -32,8 +34,52 @@ func (b *Broker) startHTTP() error {
 		return fmt.Errorf("http.listener %s: %w", addr, err)
 	}
 	b.http = s
-	b.log.Info("http listener serving /metrics, /healthz and /readyz", "addr", s.Addr().String())
+	b.log.Info("http listener serving /metrics, /healthz and /readyz (and the web console once the listeners are up)", "addr", s.Addr().String())
 	return nil
+}
+
+// mountConsole serves the web console (internal/console) under /console/ on the http
+// listener, as a client of this broker's first client listener that needs no TLS: the
+// console is a Kafka client like the tools and sees the cluster through Kafka requests
+// only. On a SASL listener every user logs in with their own credentials (the first of
+// PLAIN, SCRAM-SHA-512, SCRAM-SHA-256 the listener enables), so the console acts with their
+// ACLs and never as the broker. A broker whose client listeners all need TLS (or only
+// mechanisms a login form cannot take) mounts none: `gregor console --command-config`
+// serves it with the client's TLS settings.
+func (b *Broker) mountConsole() {
+	if b.http == nil {
+		return
+	}
+	for _, l := range b.cfg.Listeners {
+		sec, ok := b.listenerSec[l.Name]
+		addr := b.bound[l.Name]
+		if !ok || addr == nil || sec.TLS() != nil {
+			continue
+		}
+		cfg := console.Config{Seeds: func() ([]string, error) { return []string{addr.String()}, nil },
+			Prefix: "/console", Logger: b.log}
+		if sec.SASL() {
+			for _, m := range []string{"PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"} {
+				if slices.Contains(sec.Mechanisms(), m) {
+					cfg.Login, cfg.Mechanism = true, m
+					break
+				}
+			}
+			if !cfg.Login {
+				continue
+			}
+		}
+		c, err := console.New(cfg)
+		if err != nil {
+			b.log.Warn("web console not served", "err", err)
+			return
+		}
+		b.console = c
+		b.http.Mount("/console/", c.Handler())
+		b.log.Info("web console serving", "url", "http://"+b.http.Addr().String()+"/console/", "listener", l.Name, "login", cfg.Login)
+		return
+	}
+	b.log.Info("web console not served on the http listener: no client listener without TLS takes PLAIN or SCRAM logins; run gregor console --command-config")
 }
 
 // HTTPAddr is the http.listener's bound address (nil when it is off).

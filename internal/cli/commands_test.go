@@ -21,6 +21,7 @@ func TestCommandTree(t *testing.T) {
 		"bench produce": {"bootstrap-server", "output", "topic", "records", "record-size", "acks", "partitions",
 			"throughput", "compression", "batch-max-bytes", "linger-ms"},
 		"bench consume": {"bootstrap-server", "output", "topic", "records"},
+		"console":       {"bootstrap-server", "command-config", "listen", "login-mechanism", "sample-interval"},
 	}
 	for path, flags := range want {
 		cmd, _, err := root.Find(strings.Fields(path))

@@ -35,7 +35,7 @@ const DefaultBootstrapServer = "127.0.0.1:9092"
 
 // AddCommands adds the tools (topic, produce, consume, group, txn, cluster,
 // reassign, leader, quota, bench, acl, user, configs, log-dirs, offsets,
-// records, dump-log, storage, metadata, metadata-quorum) to root, with name
+// records, dump-log, storage, metadata, metadata-quorum, console) to root, with name
 // completion.
 func AddCommands(root *cobra.Command) {
 	root.AddCommand(
@@ -60,6 +60,7 @@ func AddCommands(root *cobra.Command) {
 		newStorageCommand(),
 		newMetadataCommand(),
 		newMetadataQuorumCommand(),
+		newConsoleCommand(),
 	)
 	registerCompletions(root)
 }

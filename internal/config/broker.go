@@ -121,6 +121,7 @@ type Broker struct {
 	LeaderImbalancePerBrokerPercentage       int32 // leader.imbalance.per.broker.percentage
 	LeaderReplicationThrottledRate           int64 // leader.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
 	FollowerReplicationThrottledRate         int64 // follower.replication.throttled.rate: bytes/s; math.MaxInt64 = no throttle
+	ReplicaAlterLogDirsIOMaxBytesPerSecond   int64 // replica.alter.log.dirs.io.max.bytes.per.second: bytes/s copied by log dir moves; math.MaxInt64 = no throttle
 
 	ReplicaSelectorClass string // replica.selector.class: "" (consumers read from leaders) or RackAwareReplicaSelector
 
@@ -272,7 +273,7 @@ var brokerDefList = []*brokerDef{
 	{name: "controller.listener.names", vt: upperListType(), field: func(b *Broker) any { return &b.ControllerListenerNames }, doc: "Comma-separated names of the listeners used by controllers."},
 	{name: "controller.quorum.voters", vt: votersType(), dflt: str(""), field: func(b *Broker) any { return &b.ControllerQuorumVoters }, doc: "The controller quorum as id@host:port entries."},
 	{name: "controller.quorum.bootstrap.servers", vt: hostPortListType(), dflt: str(""), field: func(b *Broker) any { return &b.ControllerQuorumBootstrap }, doc: "host:port endpoints used to discover the controller quorum."},
-	{name: "http.listener", vt: hostPortType(), dflt: str("127.0.0.1:9644"), field: func(b *Broker) any { return &b.HTTPListener }, doc: "host:port of the broker's HTTP listener, serving /metrics (Prometheus text format), /healthz and /readyz; port 0 picks a free port (logged at start-up). Empty: no HTTP listener. Gregor's own key: Kafka exposes its metrics over JMX."},
+	{name: "http.listener", vt: hostPortType(), dflt: str("127.0.0.1:9644"), field: func(b *Broker) any { return &b.HTTPListener }, doc: "host:port of the broker's HTTP listener, serving /metrics (Prometheus text format), /healthz, /readyz and the web console under /console/; port 0 picks a free port (logged at start-up). Empty: no HTTP listener. Gregor's own key: Kafka exposes its metrics over JMX."},
 	{name: "broker.rack", vt: stringType(), field: func(b *Broker) any { return &b.BrokerRack }, doc: "Rack of this broker, used for rack-aware replica placement."},
 	{name: "num.network.threads", vt: vtPositiveInt, dflt: num(3), field: func(b *Broker) any { return &b.NumNetworkThreads }, doc: "Threads receiving requests and sending responses."},
 	{name: "num.io.threads", vt: vtPositiveInt, dflt: num(8), field: func(b *Broker) any { return &b.NumIOThreads }, doc: "Threads processing requests."},
@@ -364,6 +365,7 @@ var brokerDefList = []*brokerDef{
 	// kafka-reassign-partitions --throttle); Gregor also takes them statically.
 	{name: "leader.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.LeaderReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic sent by this broker as leader for the replicas listed in each topic's leader.replication.throttled.replicas. 9223372036854775807 means no throttle."},
 	{name: "follower.replication.throttled.rate", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.FollowerReplicationThrottledRate }, doc: "Upper bound, in bytes/sec, on replication traffic fetched by this broker as follower for the replicas listed in each topic's follower.replication.throttled.replicas. 9223372036854775807 means no throttle."},
+	{name: "replica.alter.log.dirs.io.max.bytes.per.second", vt: vtNonNegLong, dflt: num(maxLong), dynamic: true, field: func(b *Broker) any { return &b.ReplicaAlterLogDirsIOMaxBytesPerSecond }, doc: "Upper bound, in bytes/sec, on the copying of replicas this broker moves between its log dirs (AlterReplicaLogDirs). 9223372036854775807 means no throttle."},
 
 	// Client quotas.
 	{name: "quota.window.num", vt: vtPositiveInt, dflt: num(11), field: func(b *Broker) any { return &b.QuotaWindowNum }, doc: "Samples a client's byte and request rates are measured over: the rate is what the retained samples recorded divided by the time they span (at least quota.window.num - 1 windows)."},

@@ -109,6 +109,7 @@ var kafkaDefaults = map[string]string{
 	"leader.imbalance.per.broker.percentage":                      "10",
 	"leader.replication.throttled.rate":                           "9223372036854775807", // Kafka's Long.MAX_VALUE: no throttle
 	"follower.replication.throttled.rate":                         "9223372036854775807",
+	"replica.alter.log.dirs.io.max.bytes.per.second":              "9223372036854775807",
 	"quota.window.num":                                            "11",
 	"quota.window.size.seconds":                                   "1",
 	"offsets.topic.num.partitions":                                "50",

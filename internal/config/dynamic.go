@@ -26,8 +26,9 @@ type live struct {
 // log.index.*, min.insync.replicas, compression.type,
 // log.message.timestamp.*, log.cleanup.policy, log.cleaner.* compaction
 // settings, unclean.leader.election.enable, ...), the replication
-// throttle rates leader.replication.throttled.rate and
-// follower.replication.throttled.rate, and the log cleaner's own settings
+// throttle rates leader.replication.throttled.rate,
+// follower.replication.throttled.rate and
+// replica.alter.log.dirs.io.max.bytes.per.second, and the log cleaner's own settings
 // Kafka's LogCleaner reconfigures (log.cleaner.threads,
 // log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.size,
 // log.cleaner.io.buffer.load.factor, log.cleaner.io.max.bytes.per.second,

@@ -1,5 +1,7 @@
 // Package observe is how an operator sees a running broker: the Prometheus metrics, the HTTP
-// listener that serves them (http.listener), and the health endpoints.
+// listener that serves them (http.listener), and the health endpoints. Other handlers are
+// mounted on the same listener with Server.Mount (the broker mounts the web console,
+// internal/console, under /console/).
 //
 // # Shape
 //

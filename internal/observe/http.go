@@ -18,6 +18,7 @@ type Ready func() (ok bool, reason string)
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
+	mux *http.ServeMux
 	log *slog.Logger
 }
 
@@ -44,13 +45,21 @@ func Listen(addr string, m *Metrics, ready Ready, log *slog.Logger) (*Server, er
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	s := &Server{ln: ln, log: log, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	s := &Server{ln: ln, log: log, mux: mux, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http.listener stopped", "err", err)
 		}
 	}()
 	return s, nil
+}
+
+// Mount serves h under the path prefix (ending in "/") beside /metrics and the health
+// endpoints, and redirects "/" there; it may be called while serving (the broker mounts the
+// web console once its client listeners are bound).
+func (s *Server) Mount(prefix string, h http.Handler) {
+	s.mux.Handle(prefix, h)
+	s.mux.Handle("GET /{$}", http.RedirectHandler(prefix, http.StatusFound))
 }
 
 // Addr is the bound address.

@@ -42,7 +42,7 @@ func (p *Partition) FollowerFetch(replicaID, currentLeaderEpoch int32, fetchOffs
 	if ls == nil || ls.Resigned() {
 		return FollowerFetchState{}, fmt.Errorf("%w: broker %d is not a replica of %s-%d", ErrNotLeaderOrFollower, replicaID, p.Topic, p.Index)
 	}
-	lso, leo := p.log.LogStartOffset(), p.log.LogEndOffset()
+	lso, leo := p.Log().LogStartOffset(), p.Log().LogEndOffset()
 	st := FollowerFetchState{HighWatermark: p.hw.Load(), LogStartOffset: lso, LogEndOffset: leo}
 	div, err := DivergingEpoch(p.mu.epochs, lso, leo, fetchOffset, lastFetchedEpoch)
 	if err != nil {
@@ -77,7 +77,7 @@ func (p *Partition) LastOffsetForLeaderEpoch(currentLeaderEpoch, leaderEpoch int
 	if err != nil {
 		return EpochEndOffset{}, err
 	}
-	return LastOffsetForLeaderEpoch(epochs, p.log.LogEndOffset(), leaderEpoch), nil
+	return LastOffsetForLeaderEpoch(epochs, p.Log().LogEndOffset(), leaderEpoch), nil
 }
 
 // LeaderISR is the leader's committed ISR (nil unless this broker leads with followers).
@@ -101,7 +101,7 @@ func (p *Partition) readyLocked() {
 	rd := ls.Ready()
 	if rd.HWAdvanced && rd.HighWatermark > p.hw.Load() {
 		p.hw.Store(rd.HighWatermark)
-		p.log.SetHighWatermark(rd.HighWatermark)
+		p.Log().SetHighWatermark(rd.HighWatermark)
 		p.publishLSOLocked()
 		p.notify()
 	}
@@ -126,7 +126,7 @@ func (p *Partition) tickLeader(nowMs int64) *ISRChange {
 	if ls == nil {
 		return nil
 	}
-	ls.SetLogStartOffset(p.log.LogStartOffset())
+	ls.SetLogStartOffset(p.Log().LogStartOffset())
 	ls.Tick(nowMs)
 	p.readyLocked()
 	c := p.mu.proposal

@@ -111,19 +111,19 @@ func (p *Partition) DeleteRecords(offset, nowMs, timeoutMs int64) (lw int64, wai
 	if offset < 0 || offset > hw {
 		return -1, nil, fmt.Errorf("%w: %s-%d: delete below %d, high watermark %d", storage.ErrOffsetOutOfRange, p.Topic, p.Index, offset, hw)
 	}
-	if offset > p.log.LogStartOffset() {
-		if err := p.log.SetLogStartOffset(offset); err != nil {
+	if offset > p.Log().LogStartOffset() {
+		if err := p.Log().SetLogStartOffset(offset); err != nil {
 			return -1, nil, err
 		}
 		if c := p.mu.epochs; c != nil {
-			if err := c.TruncateFromStart(p.log.LogStartOffset()); err != nil {
+			if err := c.TruncateFromStart(p.Log().LogStartOffset()); err != nil {
 				return -1, nil, err
 			}
 		}
 		p.publishLSOLocked() // an open transaction's start may now be below the log start
 		p.notify()
 	}
-	lso := p.log.LogStartOffset()
+	lso := p.Log().LogStartOffset()
 	ls := p.mu.leader
 	if p.role.Load().kind != roleLeader || ls == nil {
 		return lso, nil, nil // the sole replica

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -32,6 +31,11 @@ type Manager struct {
 		sync.RWMutex
 		parts map[tpKey]*Partition
 	}
+
+	moves moves // replicas being moved to another log dir (movedir.go)
+	// MoveRate is replica.alter.log.dirs.io.max.bytes.per.second now (0 or math.MaxInt64:
+	// none), read by every copy round of a move; nil: no throttle. Set before serving.
+	MoveRate func() int64
 
 	repl   atomic.Pointer[ReplicationOptions]
 	kickCh chan struct{} // wakes RunReplication
@@ -80,13 +84,12 @@ func NewManager(fs storage.FS, logs *storage.Manager, log *slog.Logger) *Manager
 }
 
 // SetReplication sets the broker's replication options (once, before partitions are opened)
-// and reads the high watermarks of the replication-offset-checkpoint.
+// and reads the high watermarks of every log dir's replication-offset-checkpoint.
 func (m *Manager) SetReplication(o ReplicationOptions) {
-	hws, err := storage.ReadCheckpoint(m.fs, filepath.Join(m.logs.Dir(), storage.ReplicationOffsetCheckpointFile))
+	hws, err := m.logs.ReadCheckpoints(storage.ReplicationOffsetCheckpointFile)
 	if err != nil {
 		// Safe to go on: high watermarks start at 0 and the leaders give them again.
 		m.log.Warn("reading the high watermark checkpoint failed", "err", err)
-		hws = map[storage.TopicPartition]int64{}
 	}
 	m.hws.Lock()
 	m.hws.loaded = hws
@@ -98,7 +101,8 @@ func (m *Manager) SetReplication(o ReplicationOptions) {
 func (m *Manager) replication() *ReplicationOptions { return m.repl.Load() }
 
 // checkpointHW writes every partition's high watermark to the replication-offset-checkpoint
-// (those not opened keep the value read at start), when it changed since the last write.
+// of the log dir holding it (those not opened keep the value read at start), when it changed
+// since the last write.
 func (m *Manager) checkpointHW() error {
 	if m.replication() == nil {
 		return nil
@@ -116,7 +120,7 @@ func (m *Manager) checkpointHW() error {
 	if maps.Equal(out, m.hws.written) {
 		return nil
 	}
-	if err := storage.WriteCheckpoint(m.fs, m.logs.Dir(), storage.ReplicationOffsetCheckpointFile, out); err != nil {
+	if err := m.logs.WriteCheckpoints(storage.ReplicationOffsetCheckpointFile, out); err != nil {
 		return err
 	}
 	m.hws.written = out
@@ -190,7 +194,8 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{Topic: topic, Index: part, m: m, fs: m.fs, log: l}
+	p := &Partition{Topic: topic, Index: part, m: m, fs: m.fs}
+	p.logp.Store(l)
 	p.settings.Store(&s)
 	p.mu.Lock() // not shared yet; held for the *Locked helpers' contract
 	err = p.rebuildProducersLocked()
@@ -216,12 +221,19 @@ func (m *Manager) Open(topic string, part int32, s Settings) (*Partition, error)
 		return nil, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if q := m.mu.parts[k]; q != nil {
+		m.mu.Unlock()
 		return q, nil
 	}
 	m.mu.parts[k] = p
 	m.publishLocked(topic, part, p)
+	m.mu.Unlock()
+	if dest := m.logs.PendingFuture(topic, part); dest != "" {
+		// A move to another log dir that a stop interrupted goes on (movedir.go).
+		if err := m.AlterLogDir(topic, part, dest); err != nil {
+			m.log.Warn("resuming the move of a replica to another log dir failed", "topic", topic, "partition", part, "dest", dest, "err", err)
+		}
+	}
 	return p, nil
 }
 
@@ -237,6 +249,7 @@ func (m *Manager) Remove(topic string, part int32) error {
 		return nil
 	}
 	p.resign()
+	m.stopMove(topic, part)
 	m.hws.Lock()
 	delete(m.hws.loaded, storage.TopicPartition{Topic: topic, Partition: part})
 	m.hws.Unlock()
@@ -275,6 +288,7 @@ func (m *Manager) Partitions() []*Partition {
 // Close snapshots producer state and closes the logs (which writes the checkpoints and the
 // clean-shutdown marker).
 func (m *Manager) Close() error {
+	m.stopMoves()
 	errs := snapshotAll(m.Partitions())
 	if len(errs) > 0 {
 		// Without the snapshots the next start replays the log: still correct, so the logs
@@ -327,7 +341,7 @@ func snapshotAll(ps []*Partition) []error {
 // transaction index lost (a crash, a truncation) are added again. The caller publishes the last stable offset. Holding
 // p.mu (or p not yet published).
 func (p *Partition) rebuildProducersLocked() error {
-	l := p.log
+	l := p.Log()
 	ps, from, err := loadSnapshot(p.fs, l.Dir(), l.LogStartOffset(), l.LogEndOffset())
 	if err != nil {
 		return err

@@ -48,7 +48,7 @@ type Partition struct {
 
 	m        *Manager
 	fs       storage.FS
-	log      *storage.Log
+	logp     atomic.Pointer[storage.Log] // replaced only holding mu, by a log dir move (movedir.go)
 	settings atomic.Pointer[Settings]
 	hw       atomic.Int64
 	lso      atomic.Int64 // last stable offset (txn.go), recomputed holding mu next to hw
@@ -86,11 +86,12 @@ func (p *Partition) Settings() *Settings { return p.settings.Load() }
 // Reconfigure applies new topic configs.
 func (p *Partition) Reconfigure(s Settings) {
 	p.settings.Store(&s)
-	p.log.Reconfigure(s.Log)
+	p.Log().Reconfigure(s.Log)
 }
 
-// Log is the partition's log.
-func (p *Partition) Log() *storage.Log { return p.log }
+// Log is the partition's log. A move to another log dir replaces it (holding mu); a reader
+// without mu that still holds the old one finds it closed (storage.ErrLogClosed).
+func (p *Partition) Log() *storage.Log { return p.logp.Load() }
 
 // HighWatermark is the offset below which records are committed and visible to consumers.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
@@ -156,7 +157,7 @@ func (p *Partition) AppendVerified(raw []byte, hdrs []batch.Header, nowMs int64,
 		if dup != nil {
 			if len(hdrs) == 1 {
 				// A retry: answered as the first append was, once that is committed.
-				res := AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1, LogStartOffset: p.log.LogStartOffset(), Duplicate: true}
+				res := AppendResult{BaseOffset: dup.FirstOffset, LogAppendTime: -1, LogStartOffset: p.Log().LogStartOffset(), Duplicate: true}
 				if acksAll && v.kind == roleLeader && ls.HighWatermark() <= dup.LastOffset {
 					res.Wait = p.addWaiterLocked(ls, dup.LastOffset+1, s.MinInsyncReplicas, nowMs+timeoutMs, nowMs)
 				}
@@ -195,7 +196,7 @@ func (p *Partition) checkAppendLocked(v *roleView, ls *LeaderState, s *Settings,
 func (p *Partition) appendLocked(raw []byte, hdrs []batch.Header, nowMs int64, v *roleView, ls *LeaderState, s *Settings, acksAll bool, timeoutMs int64) (AppendResult, error) {
 	if c := p.mu.epochs; c != nil && c.LatestEpoch() != v.leaderEpoch {
 		// The sole replica's cache, opened after appends of epoch 0 without it.
-		if err := c.Assign(v.leaderEpoch, p.log.LogEndOffset()); err != nil {
+		if err := c.Assign(v.leaderEpoch, p.Log().LogEndOffset()); err != nil {
 			return AppendResult{}, err
 		}
 	}
@@ -203,7 +204,7 @@ func (p *Partition) appendLocked(raw []byte, hdrs []batch.Header, nowMs int64, v
 	if s.LogAppendTime {
 		opt.LogAppendTimeMs = nowMs
 	}
-	info, err := p.log.Append(raw, opt)
+	info, err := p.Log().Append(raw, opt)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -223,8 +224,8 @@ func (p *Partition) appendLocked(raw []byte, hdrs []batch.Header, nowMs int64, v
 		// (the next rebuild adds it): the append stands, the error is logged.
 		p.m.log.Error("recording an aborted transaction failed", "topic", p.Topic, "partition", p.Index, "err", indexErr)
 	}
-	res := AppendResult{BaseOffset: info.FirstOffset, LogAppendTime: info.LogAppendTime, LogStartOffset: p.log.LogStartOffset()}
-	leo := p.log.LogEndOffset()
+	res := AppendResult{BaseOffset: info.FirstOffset, LogAppendTime: info.LogAppendTime, LogStartOffset: p.Log().LogStartOffset()}
+	leo := p.Log().LogEndOffset()
 	if v.kind == roleSole {
 		// The ISR is this broker alone: everything appended is committed.
 		p.hw.Store(leo)
@@ -293,8 +294,13 @@ func (p *Partition) notify() {
 func (p *Partition) snapshotProducers() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	leo := p.log.LogEndOffset()
-	if p.mu.snapshotAt == leo || (leo == p.log.LogStartOffset() && p.mu.producers.Len() == 0) {
+	return p.snapshotProducersLocked()
+}
+
+// snapshotProducersLocked is snapshotProducers holding mu.
+func (p *Partition) snapshotProducersLocked() error {
+	leo := p.Log().LogEndOffset()
+	if p.mu.snapshotAt == leo || (leo == p.Log().LogStartOffset() && p.mu.producers.Len() == 0) {
 		return nil
 	}
 	if p.mu.txnIndexBehind {
@@ -303,7 +309,7 @@ func (p *Partition) snapshotProducers() error {
 		p.m.log.Warn("producer snapshot not written: an aborted transaction is missing from the transaction index; the next start replays the log to add it", "topic", p.Topic, "partition", p.Index)
 		return nil
 	}
-	if err := writeSnapshot(p.fs, p.log.Dir(), leo, p.mu.producers); err != nil {
+	if err := writeSnapshot(p.fs, p.Log().Dir(), leo, p.mu.producers); err != nil {
 		return err
 	}
 	p.mu.snapshotAt = leo

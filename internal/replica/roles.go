@@ -133,7 +133,7 @@ func (p *Partition) Epochs() *storage.LeaderEpochCache {
 // epochsLocked returns the leader epoch cache, opening it if needed. Holding mu.
 func (p *Partition) epochsLocked() (*storage.LeaderEpochCache, error) {
 	if p.mu.epochs == nil {
-		c, err := storage.OpenLeaderEpochCache(p.fs, p.log, p.m.log)
+		c, err := storage.OpenLeaderEpochCache(p.fs, p.Log(), p.m.log)
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +176,7 @@ func (p *Partition) MakeLeader(reg LeaderAndISR, nowMs int64) error {
 	if err != nil {
 		return err
 	}
-	leo := p.log.LogEndOffset()
+	leo := p.Log().LogEndOffset()
 	if ls := p.mu.leader; ls != nil && !ls.Resigned() {
 		if reg.LeaderEpoch > ls.LeaderEpoch() {
 			if err := epochs.Assign(reg.LeaderEpoch, leo); err != nil {
@@ -207,10 +207,10 @@ func (p *Partition) MakeLeader(reg LeaderAndISR, nowMs int64) error {
 			return err
 		}
 		p.mu.leader = ls
-		p.log.SetHighWatermark(p.hw.Load())
+		p.Log().SetHighWatermark(p.hw.Load())
 	}
 	ls := p.mu.leader
-	ls.SetLogStartOffset(p.log.LogStartOffset())
+	ls.SetLogStartOffset(p.Log().LogStartOffset())
 	p.mu.reg = reg
 	p.role.Store(&roleView{kind: roleLeader, leader: o.LocalID, leaderEpoch: ls.LeaderEpoch(), partitionEpoch: ls.PartitionEpoch()})
 	p.publishLSOLocked()
@@ -244,9 +244,9 @@ func (p *Partition) MakeFollower(reg LeaderAndISR) error {
 		p.readyLocked()
 		p.mu.leader = nil
 	}
-	hw := min(p.hw.Load(), p.log.LogEndOffset())
+	hw := min(p.hw.Load(), p.Log().LogEndOffset())
 	p.hw.Store(hw)
-	p.log.SetHighWatermark(hw)
+	p.Log().SetHighWatermark(hw)
 	p.publishLSOLocked()
 	p.mu.reg = reg
 	p.mu.proposal = nil
@@ -267,17 +267,17 @@ func (p *Partition) ApplyFollower(leaderEpoch int32, act FollowerAction) (leo in
 	defer p.mu.Unlock()
 	v := p.role.Load()
 	if v.kind != roleFollower || v.leaderEpoch != leaderEpoch {
-		return p.log.LogEndOffset(), fmt.Errorf("%w: %s-%d is not following in leader epoch %d (role %d, epoch %d)", ErrNotLeaderOrFollower, p.Topic, p.Index, leaderEpoch, v.kind, v.leaderEpoch)
+		return p.Log().LogEndOffset(), fmt.Errorf("%w: %s-%d is not following in leader epoch %d (role %d, epoch %d)", ErrNotLeaderOrFollower, p.Topic, p.Index, leaderEpoch, v.kind, v.leaderEpoch)
 	}
 	if act.Empty() {
-		return p.log.LogEndOffset(), nil
+		return p.Log().LogEndOffset(), nil
 	}
 	epochs, err := p.epochsLocked()
 	if err != nil {
-		return p.log.LogEndOffset(), err
+		return p.Log().LogEndOffset(), err
 	}
-	before := p.log.LogEndOffset()
-	leo, err = ApplyFollowerAction(p.log, epochs, act)
+	before := p.Log().LogEndOffset()
+	leo, err = ApplyFollowerAction(p.Log(), epochs, act)
 	truncated := act.TruncateFullyAt >= 0 || (act.TruncateTo >= 0 && act.TruncateTo < before)
 	switch {
 	case truncated || err != nil:
@@ -309,7 +309,7 @@ func (p *Partition) ApplyFollower(leaderEpoch int32, act FollowerAction) (leo in
 	}
 	if hw != p.hw.Load() {
 		p.hw.Store(hw)
-		p.log.SetHighWatermark(hw)
+		p.Log().SetHighWatermark(hw)
 	}
 	lsoMoved := p.publishLSOLocked()
 	if leo != before || len(act.Append) > 0 || act.HighWatermark >= 0 || lsoMoved {
@@ -327,10 +327,10 @@ func (p *Partition) SetFollowerHighWatermark(hw int64) {
 	if p.role.Load().kind != roleFollower {
 		return
 	}
-	hw = min(hw, p.log.LogEndOffset())
+	hw = min(hw, p.Log().LogEndOffset())
 	if hw > p.hw.Load() {
 		p.hw.Store(hw)
-		p.log.SetHighWatermark(hw)
+		p.Log().SetHighWatermark(hw)
 		p.publishLSOLocked()
 		p.notify()
 	}
@@ -343,9 +343,9 @@ func (p *Partition) LocalLog() LocalLog {
 	epochs, err := p.epochsLocked()
 	if err != nil {
 		p.m.log.Error("opening the leader epoch cache failed", "topic", p.Topic, "partition", p.Index, "err", err)
-		return LocalLog{LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(), HighWatermark: p.hw.Load(), Epochs: emptyEpochs{}}
+		return LocalLog{LogStartOffset: p.Log().LogStartOffset(), LogEndOffset: p.Log().LogEndOffset(), HighWatermark: p.hw.Load(), Epochs: emptyEpochs{}}
 	}
-	return LocalLogOf(p.log, epochs, p.hw.Load())
+	return LocalLogOf(p.Log(), epochs, p.hw.Load())
 }
 
 // emptyEpochs is an EpochLookup that knows no epoch.

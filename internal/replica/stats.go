@@ -15,9 +15,10 @@ type Stats struct {
 
 // Stats reads the partition's figures, holding its lock for the role's part only.
 func (p *Partition) Stats() Stats {
+	l := p.Log()
 	s := Stats{
-		Size: p.log.Size(), Segments: p.log.NumSegments(),
-		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(), HighWatermark: p.hw.Load(),
+		Size: l.Size(), Segments: l.NumSegments(),
+		LogStartOffset: l.LogStartOffset(), LogEndOffset: l.LogEndOffset(), HighWatermark: p.hw.Load(),
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

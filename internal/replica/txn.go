@@ -122,7 +122,7 @@ func (p *Partition) applyBatch(ps *ProducerState, h *batch.Header, b []byte) err
 	if !c.Aborted {
 		return nil
 	}
-	err = p.log.AppendAbortedTxn(storage.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset})
+	err = p.Log().AppendAbortedTxn(storage.AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStableOffset: c.LastStableOffset})
 	if err != nil {
 		p.mu.txnIndexBehind = true // a rebuild's replay adds it again (snapshotProducers)
 	}
@@ -176,7 +176,7 @@ func (p *Partition) WriteTxnMarker(m TxnMarker, nowMs, timeoutMs int64) (AppendR
 // in the storage layer, without the partition republishing lso (an open transaction's first
 // segment may be deleted, and its LSO follows the log start as Kafka's does).
 func (p *Partition) LastStableOffset() int64 {
-	return min(p.hw.Load(), max(p.lso.Load(), p.log.LogStartOffset()))
+	return min(p.hw.Load(), max(p.lso.Load(), p.Log().LogStartOffset()))
 }
 
 // publishLSOLocked recomputes the last stable offset after the high watermark or the
@@ -185,8 +185,8 @@ func (p *Partition) publishLSOLocked() bool {
 	hw := p.hw.Load()
 	ps := p.mu.producers
 	ps.OnHighWatermark(hw)
-	lso := min(hw, max(ps.FirstUnstableOffset(), p.log.LogStartOffset()))
-	p.log.SetLastStableOffset(lso) // the log cleaner never cleans at or past it
+	lso := min(hw, max(ps.FirstUnstableOffset(), p.Log().LogStartOffset()))
+	p.Log().SetLastStableOffset(lso) // the log cleaner never cleans at or past it
 	return p.lso.Swap(lso) != lso
 }
 

@@ -172,3 +172,55 @@ func processCPU(b *testing.B) (cpu, user time.Duration) {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), time.Duration(ru.Utime.Nano())
 }
+
+// BenchmarkMoveLogDir copies a 256 MiB log (16 KiB batches) into a future log in another
+// directory with CopyBatches in 1 MiB rounds, as an unthrottled AlterReplicaLogDirs does, and
+// swaps it in: bytes/s is the copy rate of a move between log dirs (here both on one disk).
+func BenchmarkMoveLogDir(b *testing.B) {
+	bt := simpleBatch(b, 16, 1, 1000)
+	for range b.N {
+		b.StopTimer()
+		dirs := []string{b.TempDir(), b.TempDir()}
+		m, err := OpenDirs(OS, dirs, (&testLogger{}).Logger())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.FileDeleteDelayMs = 0
+		cur, err := m.GetOrCreate("bench", 0, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range 16 << 10 {
+			if _, err := cur.Append(bt, AppendOptions{AssignOffsets: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := cur.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(cur.Size())
+		b.StartTimer()
+		fl, _, err := m.CreateFuture("bench", 0, dirs[1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			n, err := CopyBatches(fl, cur, 1<<20, cur.Truncations())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		if _, err := m.SwapFuture("bench", 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

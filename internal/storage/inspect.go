@@ -139,7 +139,7 @@ func ReadMetaProperties(fs FS, dir string) (mp MetaProperties, ok bool, err erro
 	return MetaProperties{Version: m.version, ClusterID: m.clusterID, NodeID: m.nodeID}, ok, err
 }
 
-// FormatDir writes meta.properties (version 1, cluster.id, node.id) into dir, creating dir,
+// FormatDir writes meta.properties (version 1, cluster.id, node.id, a new directory.id) into dir, creating dir,
 // as the broker formats an empty log dir: a broker started with that node.id then takes the
 // dir's cluster id. A dir already formatted is refused with ErrAlreadyFormatted, or with
 // ErrMetaMismatch when it names another cluster or node.
@@ -160,7 +160,11 @@ func FormatDir(fs FS, dir, clusterID string, nodeID int32) error {
 		}
 		return fmt.Errorf("%w: %s", ErrAlreadyFormatted, dir)
 	}
-	return writeMetaProperties(fs, dir, metaProperties{version: 1, clusterID: clusterID, nodeID: nodeID})
+	id, err := NewDirID() // each dir its own directory.id (KIP-858), as kafka-storage.sh formats
+	if err != nil {
+		return err
+	}
+	return writeMetaProperties(fs, dir, metaProperties{version: 1, clusterID: clusterID, nodeID: nodeID, dirID: id})
 }
 
 // ErrAlreadyFormatted: FormatDir on a dir formatted for the same cluster and node.

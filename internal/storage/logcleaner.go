@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -89,20 +88,20 @@ type LogCleaner struct {
 	}
 }
 
-// NewLogCleaner returns the cleaner of m's log dir, reading its cleaner-offset-checkpoint
-// (an unreadable one is logged and ignored: the logs are then cleaned from their start).
+// NewLogCleaner returns the cleaner of m's log dirs, reading each dir's
+// cleaner-offset-checkpoint (an unreadable one is logged and ignored: the logs are then
+// cleaned from their start).
 func NewLogCleaner(m *Manager, cfg CleanerConfig, logger *slog.Logger) *LogCleaner {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c := &LogCleaner{m: m, cfg: cfg, logger: logger.With("log_dir", m.dir), done: make(chan struct{}), restart: make(chan struct{}, 1)}
+	c := &LogCleaner{m: m, cfg: cfg, logger: logger, done: make(chan struct{}), restart: make(chan struct{}, 1)}
 	if rate, ok := throttleRate(cfg.MaxIOBytesPerSecond); ok {
 		c.bucket = &quota.Bucket{Rate: rate, Burst: throttleBurst(rate)}
 	}
-	ck, err := ReadCheckpoint(m.fs, filepath.Join(m.dir, CleanerOffsetCheckpointFile))
+	ck, err := m.ReadCheckpoints(CleanerOffsetCheckpointFile)
 	if err != nil {
 		c.logger.Warn("unreadable cleaner offset checkpoint: compacted logs are cleaned from their start", "err", err)
-		ck = map[TopicPartition]int64{}
 	}
 	c.mu.inProgress = map[TopicPartition]bool{}
 	c.mu.checkpoint = ck
@@ -369,8 +368,8 @@ func (c *LogCleaner) grab(nowMs int64) (TopicPartition, *Log, LogToClean, bool, 
 	return cands[i].tp, cands[i].l, cands[i].ltc, true, errors.Join(errs...)
 }
 
-// writeCheckpointLocked writes cleaner-offset-checkpoint with the partitions still in the
-// log dir (a deleted one's entry is dropped).
+// writeCheckpointLocked writes each dir's cleaner-offset-checkpoint with the partitions still
+// in it (a deleted one's entry is dropped).
 func (c *LogCleaner) writeCheckpointLocked() error {
 	out := make(map[TopicPartition]int64, len(c.mu.checkpoint))
 	for _, tp := range c.m.Existing() {
@@ -379,7 +378,7 @@ func (c *LogCleaner) writeCheckpointLocked() error {
 		}
 	}
 	c.mu.checkpoint = out
-	return WriteCheckpoint(c.m.fs, c.m.dir, CleanerOffsetCheckpointFile, out)
+	return c.m.WriteCheckpoints(CleanerOffsetCheckpointFile, out)
 }
 
 // throttleWaitMax bounds one wait of the throttle, so that a cancelled context and a new

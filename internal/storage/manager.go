@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,39 +16,37 @@ import (
 	"time"
 )
 
-// Manager owns one log.dir (Kafka's LogManager for a single directory):
+// Manager owns the log dirs of log.dirs (Kafka's LogManager): each a logDir (logdir.go)
+// with its own meta.properties, checkpoints and clean-shutdown marker, and every partition in
+// exactly one of them.
 //
-//	<dir>/meta.properties                    cluster.id, node.id, version=1
-//	<dir>/.kafka_cleanshutdown               present only while stopped after a clean Close
-//	<dir>/recovery-point-offset-checkpoint   per partition: offsets below are fsynced
-//	<dir>/log-start-offset-checkpoint        per partition: the log start offset
-//	<dir>/<topic>-<partition>/               one Log each
-//	<dir>/<topic>-<partition>.<id>-delete/   a partition being deleted (finished at open)
+// OpenDirs notes and removes each dir's clean-shutdown marker, so a crash from then on is seen
+// as unclean by the next start; logs are opened lazily by GetOrCreate, recovering unless their
+// dir had the marker. A partition found in two dirs stops the open (ErrDuplicateLog). A new
+// partition goes to the dir with the fewest partitions (ties: the first in log.dirs), as Kafka
+// places them. Close writes every dir's checkpoints and, where every log closed cleanly, its
+// marker.
 //
-// OpenManager notes and removes the clean-shutdown marker, so a crash from then on is seen as
-// unclean by the next start; logs are opened lazily by GetOrCreate, recovering unless the
-// marker was there. Close writes the checkpoints and, if every log closed cleanly, the marker.
-//
-// Locking: mu guards the maps and flags inside it. It is held while a log is opened (so two
-// GetOrCreate calls never open one directory twice); Log methods are called without it where
-// they may take long (flush, retention).
+// Locking: mu guards the maps and flags inside it, and the logDirs' mutable fields. It is held
+// while a log is opened (so two GetOrCreate calls never open one directory twice); Log methods
+// are called without it where they may take long (flush, retention).
 type Manager struct {
 	fs     FS
-	dir    string
+	dirs   []*logDir // log.dirs in configured order; fixed at OpenDirs
 	logger *slog.Logger
-	clean  bool // the clean-shutdown marker was present at OpenManager
 	files  *FileCache
 
 	mu struct {
 		sync.Mutex
-		logs           map[TopicPartition]*Log
-		opening        map[TopicPartition]chan struct{} // logs being opened outside mu; closed when done
-		onDisk         map[TopicPartition]bool          // partition directories found at open, not deleted since
-		recoveryPoints map[TopicPartition]int64
-		startOffsets   map[TopicPartition]int64
-		meta           metaProperties
-		formatted      bool
-		closed         bool
+		logs    map[TopicPartition]*Log
+		opening map[TopicPartition]chan struct{} // logs being opened outside mu; closed when done
+		// where is the dir of every partition with a directory: found at open, being created
+		// or created since, not deleted.
+		where     map[TopicPartition]*logDir
+		creating  map[TopicPartition]bool       // in where while their creation is in progress
+		future    map[TopicPartition]*futureLog // moves to another dir in progress (future.go)
+		preferred map[TopicPartition]*logDir    // where partitions not created yet are to go (SetPreferredDir)
+		closed    bool
 	}
 
 	// Now is the clock handed to the logs; time.Now when nil. Set it before opening logs.
@@ -61,80 +60,103 @@ type Manager struct {
 	OnFlush func(time.Duration)
 }
 
-// OpenManager opens (creating if needed) the log dir dir.
+// ErrDuplicateLog: a partition has a directory in two log dirs (a start-up error, as in
+// Kafka: one of the two must be removed by hand).
+var ErrDuplicateLog = errors.New("storage: partition found in two log dirs")
+
+// OpenManager opens (creating if needed) the single log dir dir.
 func OpenManager(fs FS, dir string, logger *slog.Logger) (*Manager, error) {
+	return OpenDirs(fs, []string{dir}, logger)
+}
+
+// OpenDirs opens (creating if needed) the log dirs, in log.dirs order. The formatted ones must
+// agree on cluster.id and node.id, and their directory.ids must differ (ErrMetaMismatch).
+func OpenDirs(fs FS, paths []string, logger *slog.Logger) (*Manager, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	m := &Manager{fs: fs, dir: dir, logger: logger.With("log_dir", dir), files: NewFileCache(FileBudget())}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if len(paths) == 0 {
+		return nil, errors.New("storage: no log dir")
 	}
-	mp, ok, err := readMetaProperties(fs, dir)
-	if err != nil {
-		return nil, err
-	}
-	m.mu.meta, m.mu.formatted = mp, ok
-	if !ok {
-		m.mu.meta = metaProperties{version: 1, nodeID: -1}
-	}
-
-	marker := filepath.Join(dir, CleanShutdownFile)
-	if _, err := fs.Stat(marker); err == nil {
-		m.clean = true
-		if err := fs.Remove(marker); err != nil {
-			return nil, err
-		}
-		if err := fs.SyncDir(dir); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-
-	m.mu.recoveryPoints, err = ReadCheckpoint(fs, filepath.Join(dir, RecoveryPointCheckpointFile))
-	if err != nil {
-		m.logger.Warn("unreadable recovery point checkpoint: recovering every log from offset 0", "err", err)
-		m.mu.recoveryPoints = map[TopicPartition]int64{}
-	}
-	m.mu.startOffsets, err = ReadCheckpoint(fs, filepath.Join(dir, LogStartOffsetCheckpointFile))
-	if err != nil {
-		m.logger.Warn("unreadable log start offset checkpoint: starting each log at its first segment", "err", err)
-		m.mu.startOffsets = map[TopicPartition]int64{}
-	}
-
-	ents, err := fs.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
+	m := &Manager{fs: fs, logger: logger, files: NewFileCache(FileBudget())}
 	m.mu.logs = make(map[TopicPartition]*Log)
 	m.mu.opening = make(map[TopicPartition]chan struct{})
-	m.mu.onDisk = make(map[TopicPartition]bool)
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
+	m.mu.where = make(map[TopicPartition]*logDir)
+	m.mu.creating = make(map[TopicPartition]bool)
+	m.mu.future = make(map[TopicPartition]*futureLog)
+	m.mu.preferred = make(map[TopicPartition]*logDir)
+	seen := map[string]bool{}
+	var pending []*futureLog
+	var pendingTPs []TopicPartition
+	for _, p := range paths {
+		p, err := filepath.Abs(p) // as Kafka names log dirs: DescribeLogDirs, AlterReplicaLogDirs
+		if err != nil {
+			return nil, err
 		}
-		name := e.Name()
-		if strings.HasSuffix(name, "-delete") {
-			path := filepath.Join(dir, name)
-			m.logger.Info("finishing deletion of partition directory", "path", path)
-			if err := fs.RemoveAll(path); err != nil {
+		if seen[p] {
+			return nil, fmt.Errorf("storage: log dir %s listed twice", p)
+		}
+		seen[p] = true
+		d, found, futures, err := openLogDir(fs, p, logger.With("log_dir", p))
+		if err != nil {
+			return nil, err
+		}
+		for name, tp := range futures {
+			pending = append(pending, &futureLog{dir: d, path: filepath.Join(p, name)})
+			pendingTPs = append(pendingTPs, tp)
+		}
+		for _, tp := range found {
+			if other := m.mu.where[tp]; other != nil {
+				return nil, fmt.Errorf("%w: %s is in both %s and %s; remove one of the two directories by hand",
+					ErrDuplicateLog, tp, other.path, p)
+			}
+			m.mu.where[tp] = d
+		}
+		m.dirs = append(m.dirs, d)
+	}
+	if err := m.checkMetaLocked(); err != nil {
+		return nil, err
+	}
+	// A future log is kept for its move to resume if its partition is in another dir;
+	// otherwise (the partition gone, or a second copy) it is removed.
+	for i, f := range pending {
+		tp := pendingTPs[i]
+		if cur := m.mu.where[tp]; cur == nil || cur == f.dir || m.mu.future[tp] != nil {
+			m.logger.Warn("removing a future log without a move to resume", "path", f.path)
+			if err := fs.RemoveAll(f.path); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if tp, ok := ParsePartitionDir(name); ok && tp.Topic != MetadataLogTopic {
-			m.mu.onDisk[tp] = true
+		m.mu.future[tp] = f
+	}
+	m.logger.Info("opened log dirs", "dirs", len(m.dirs), "partitions", len(m.mu.where), "segment_file_budget", m.files.Budget())
+	return m, nil
+}
+
+// checkMetaLocked checks that the formatted dirs belong to one cluster and node and have
+// distinct directory ids.
+func (m *Manager) checkMetaLocked() error {
+	var first *logDir
+	ids := map[DirID]string{}
+	for _, d := range m.dirs {
+		if !d.formatted {
+			continue
+		}
+		if first == nil {
+			first = d
+		} else if d.meta.clusterID != first.meta.clusterID || d.meta.nodeID != first.meta.nodeID {
+			return fmt.Errorf("%w: %s has cluster.id %q node.id %d but %s has %q %d", ErrMetaMismatch,
+				d.path, d.meta.clusterID, d.meta.nodeID, first.path, first.meta.clusterID, first.meta.nodeID)
+		}
+		if id := d.meta.dirID; !id.IsZero() {
+			if other, dup := ids[id]; dup {
+				return fmt.Errorf("%w: %s and %s have the same directory.id %s", ErrMetaMismatch, other, d.path, id)
+			}
+			ids[id] = d.path
 		}
 	}
-	m.logger.Info("opened log dir", "clean_shutdown", m.clean, "partitions", len(m.mu.onDisk), "segment_file_budget", m.files.Budget())
-	switch {
-	case m.clean:
-		m.logger.Info("clean shutdown marker found: skipping log recovery")
-	case ok:
-		m.logger.Warn("no clean shutdown marker: recovering every log past its recovery point")
-	}
-	return m, nil
+	return nil
 }
 
 // ParsePartitionDir parses a partition directory name, <topic>-<partition>. Directories being
@@ -152,60 +174,151 @@ func ParsePartitionDir(name string) (TopicPartition, bool) {
 	return TopicPartition{Topic: name[:i], Partition: int32(p)}, true
 }
 
-// Files is the cache through which the logs of the dir open their segment files.
+// Files is the cache through which the logs of every dir open their segment files.
 func (m *Manager) Files() *FileCache { return m.files }
 
-// Dir is the log dir.
-func (m *Manager) Dir() string { return m.dir }
+// Dir is the first log dir.
+func (m *Manager) Dir() string { return m.dirs[0].path }
 
-// CleanShutdown reports whether the previous run ended with a clean Close.
-func (m *Manager) CleanShutdown() bool { return m.clean }
+// Dirs are the log dirs, in log.dirs order.
+func (m *Manager) Dirs() []string {
+	out := make([]string, len(m.dirs))
+	for i, d := range m.dirs {
+		out[i] = d.path
+	}
+	return out
+}
 
-// Format writes meta.properties for a new log dir. On a formatted dir it checks that the
-// cluster and node match (ErrMetaMismatch) and changes nothing.
+// DirIDs are the log dirs' directory ids, in log.dirs order (zero before Format).
+func (m *Manager) DirIDs() []DirID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]DirID, len(m.dirs))
+	for i, d := range m.dirs {
+		out[i] = d.meta.dirID
+	}
+	return out
+}
+
+// DirOf is the log dir holding the partition's directory, "" when no dir does.
+func (m *Manager) DirOf(topic string, partition int32) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d := m.mu.where[TopicPartition{topic, partition}]; d != nil {
+		return d.path
+	}
+	return ""
+}
+
+// CleanShutdown reports whether the previous run ended with a clean Close of every dir.
+func (m *Manager) CleanShutdown() bool {
+	for _, d := range m.dirs {
+		if !d.clean {
+			return false
+		}
+	}
+	return true
+}
+
+// Format writes meta.properties in every dir that has none, each with a new directory.id (as
+// Kafka formats a log dir added to log.dirs), and adds a directory.id to a formatted dir that
+// lacks one. A formatted dir must name the same cluster and node (ErrMetaMismatch); nothing is
+// changed then.
 func (m *Manager) Format(clusterID string, nodeID int32) error {
 	if clusterID == "" || nodeID < 0 {
 		return fmt.Errorf("storage: format needs a cluster id and a node id >= 0, got %q, %d", clusterID, nodeID)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.mu.formatted {
-		if m.mu.meta.clusterID != clusterID || m.mu.meta.nodeID != nodeID {
+	for _, d := range m.dirs {
+		if d.formatted && (d.meta.clusterID != clusterID || d.meta.nodeID != nodeID) {
 			return fmt.Errorf("%w: %s has cluster.id %q node.id %d, expected %q %d", ErrMetaMismatch,
-				m.dir, m.mu.meta.clusterID, m.mu.meta.nodeID, clusterID, nodeID)
+				d.path, d.meta.clusterID, d.meta.nodeID, clusterID, nodeID)
 		}
-		return nil
 	}
-	mp := metaProperties{version: 1, clusterID: clusterID, nodeID: nodeID}
-	if err := writeMetaProperties(m.fs, m.dir, mp); err != nil {
-		return err
+	for _, d := range m.dirs {
+		if d.formatted && !d.meta.dirID.IsZero() {
+			continue
+		}
+		id, err := NewDirID()
+		if err != nil {
+			return err
+		}
+		mp := metaProperties{version: 1, clusterID: clusterID, nodeID: nodeID, dirID: id}
+		if err := writeMetaProperties(m.fs, d.path, mp); err != nil {
+			return err
+		}
+		d.meta, d.formatted = mp, true
 	}
-	m.mu.meta, m.mu.formatted = mp, true
 	return nil
 }
 
-// ClusterID is meta.properties' cluster.id, "" when unformatted.
+// firstFormattedLocked is the first dir with meta.properties, or nil.
+func (m *Manager) firstFormattedLocked() *logDir {
+	for _, d := range m.dirs {
+		if d.formatted {
+			return d
+		}
+	}
+	return nil
+}
+
+// ClusterID is meta.properties' cluster.id (the same in every formatted dir), "" when no dir
+// is formatted.
 func (m *Manager) ClusterID() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.mu.meta.clusterID
+	if d := m.firstFormattedLocked(); d != nil {
+		return d.meta.clusterID
+	}
+	return ""
 }
 
-// NodeID is meta.properties' node.id, -1 when unformatted.
+// NodeID is meta.properties' node.id, -1 when no dir is formatted.
 func (m *Manager) NodeID() int32 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.mu.meta.nodeID
+	if d := m.firstFormattedLocked(); d != nil {
+		return d.meta.nodeID
+	}
+	return -1
 }
 
-func (m *Manager) partitionDir(tp TopicPartition) string { return filepath.Join(m.dir, tp.String()) }
+// FormattedDir is a formatted dir (for messages), "" when none is.
+func (m *Manager) FormattedDir() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d := m.firstFormattedLocked(); d != nil {
+		return d.path
+	}
+	return m.dirs[0].path
+}
+
+// placeLocked picks the dir of a new partition: the one with the fewest partitions (those
+// being created included), the first in log.dirs order among equals (Kafka's
+// LogManager.nextLogDirs).
+func (m *Manager) placeLocked() *logDir {
+	counts := make(map[*logDir]int, len(m.dirs))
+	for _, d := range m.mu.where {
+		counts[d]++
+	}
+	best := m.dirs[0]
+	for _, d := range m.dirs[1:] {
+		if counts[d] < counts[best] {
+			best = d
+		}
+	}
+	return best
+}
 
 // GetOrCreate returns the open log of the partition, opening (and recovering) or creating it
-// with cfg. An already open log keeps its config: use Log.Reconfigure.
+// with cfg. An already open log keeps its config: use Log.Reconfigure. A partition not on disk
+// is created in the dir placeLocked picks.
 //
 // The opening (file creation, recovery, the directory fsync) happens outside mu, so many
 // partitions open at once; a second caller for the same partition waits for the first
 // (opening[tp]), and Delete waits for an opening in progress before it removes the directory.
+// A partition being created counts in where (so placement sees it) but not in Existing.
 func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, error) {
 	tp := TopicPartition{topic, partition}
 	if topic == "" || partition < 0 || strings.ContainsAny(topic, "/\\ \n") || topic == "." || topic == ".." {
@@ -228,39 +341,51 @@ func (m *Manager) GetOrCreate(topic string, partition int32, cfg Config) (*Log, 
 		}
 		done := make(chan struct{})
 		m.mu.opening[tp] = done
-		existed := m.mu.onDisk[tp]
+		d, existed := m.mu.where[tp], true
+		if d == nil {
+			d, existed = m.mu.preferred[tp], false
+			if d == nil {
+				d = m.placeLocked()
+			}
+			delete(m.mu.preferred, tp)
+			m.mu.where[tp] = d
+			m.mu.creating[tp] = true
+		}
 		opt := OpenOptions{
-			RecoveryPoint:  m.mu.recoveryPoints[tp],
-			LogStartOffset: m.mu.startOffsets[tp],
-			Clean:          m.clean || !existed,
+			RecoveryPoint:  d.recoveryPoints[tp],
+			LogStartOffset: d.startOffsets[tp],
+			Clean:          d.clean || !existed,
 			Now:            m.Now,
 			Logger:         m.logger,
 			Files:          m.files,
 			OnFlush:        m.OnFlush,
 		}
+		pdir := d.partitionDir(tp)
 		if on := m.OnLogOffline; on != nil {
-			dir := m.partitionDir(tp)
-			opt.OnOffline = func(err error) { on(dir, err) }
+			opt.OnOffline = func(err error) { on(pdir, err) }
 		}
 		m.mu.Unlock()
 
-		l, err := Open(m.fs, m.partitionDir(tp), cfg, opt)
+		l, err := Open(m.fs, pdir, cfg, opt)
 		if err == nil && !existed {
-			if err = m.fs.SyncDir(m.dir); err != nil {
+			if err = m.fs.SyncDir(d.path); err != nil {
 				err = errors.Join(err, l.Close())
 			}
 		}
 
 		m.mu.Lock()
 		delete(m.mu.opening, tp)
+		delete(m.mu.creating, tp)
 		close(done)
 		switch {
 		case err != nil:
+			if !existed {
+				delete(m.mu.where, tp)
+			}
 		case m.mu.closed:
 			err = errors.Join(ErrLogClosed, l.Close())
 		default:
 			m.mu.logs[tp] = l
-			m.mu.onDisk[tp] = true
 		}
 		m.mu.Unlock()
 		if err != nil {
@@ -293,14 +418,22 @@ func (m *Manager) Logs() map[TopicPartition]*Log {
 // keeps its own files there, so the manager neither lists nor recovers it.
 const MetadataLogTopic = "__cluster_metadata"
 
-// Existing lists the partitions with a directory in the log dir (found at open or created
+// existsLocked reports whether the partition has a directory: found at open or created since
+// (not one being created now), not deleted.
+func (m *Manager) existsLocked(tp TopicPartition) bool {
+	return m.mu.where[tp] != nil && !m.mu.creating[tp]
+}
+
+// Existing lists the partitions with a directory in any log dir (found at open or created
 // since, not deleted), sorted.
 func (m *Manager) Existing() []TopicPartition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]TopicPartition, 0, len(m.mu.onDisk))
-	for tp := range m.mu.onDisk {
-		out = append(out, tp)
+	out := make([]TopicPartition, 0, len(m.mu.where))
+	for tp := range m.mu.where {
+		if m.existsLocked(tp) {
+			out = append(out, tp)
+		}
 	}
 	slices.SortFunc(out, compareTP)
 	return out
@@ -318,15 +451,19 @@ func (m *Manager) Delete(topic string, partition int32) error {
 		m.mu.Lock()
 	}
 	defer m.mu.Unlock()
-	var err error
+	err := m.dropFutureLocked(tp)
 	if l := m.mu.logs[tp]; l != nil {
-		err = l.Close()
+		err = errors.Join(err, l.Close())
 		delete(m.mu.logs, tp)
 	}
-	delete(m.mu.onDisk, tp)
-	delete(m.mu.recoveryPoints, tp)
-	delete(m.mu.startOffsets, tp)
-	dir := m.partitionDir(tp)
+	d := m.mu.where[tp]
+	if d == nil {
+		return err
+	}
+	delete(m.mu.where, tp)
+	delete(d.recoveryPoints, tp)
+	delete(d.startOffsets, tp)
+	dir := d.partitionDir(tp)
 	if _, serr := m.fs.Stat(dir); errors.Is(serr, os.ErrNotExist) {
 		return err
 	}
@@ -338,15 +475,15 @@ func (m *Manager) Delete(topic string, partition int32) error {
 	if rerr := m.fs.Rename(dir, doomed); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	if serr := m.fs.SyncDir(m.dir); serr != nil {
+	if serr := m.fs.SyncDir(d.path); serr != nil {
 		return errors.Join(err, serr)
 	}
-	m.logger.Info("deleted partition", "partition", tp.String())
+	m.logger.Info("deleted partition", "partition", tp.String(), "log_dir", d.path)
 	return errors.Join(err, m.fs.RemoveAll(doomed))
 }
 
-// Checkpoint writes the recovery points and log start offsets of every partition (those not
-// opened yet keep what was read at open).
+// Checkpoint writes each dir's recovery points and log start offsets (partitions not opened
+// yet keep what was read at open).
 func (m *Manager) Checkpoint() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -355,28 +492,79 @@ func (m *Manager) Checkpoint() error {
 
 func (m *Manager) checkpointLocked() error {
 	for tp, l := range m.mu.logs {
-		m.mu.recoveryPoints[tp] = l.RecoveryPoint()
-		m.mu.startOffsets[tp] = l.LogStartOffset()
+		d := m.mu.where[tp]
+		d.recoveryPoints[tp] = l.RecoveryPoint()
+		d.startOffsets[tp] = l.LogStartOffset()
 	}
-	rp := make(map[TopicPartition]int64)
-	so := make(map[TopicPartition]int64)
-	for tp := range m.mu.onDisk {
-		if v, ok := m.mu.recoveryPoints[tp]; ok {
-			rp[tp] = v
+	var errs []error
+	for _, d := range m.dirs {
+		rp := make(map[TopicPartition]int64)
+		so := make(map[TopicPartition]int64)
+		for tp, w := range m.mu.where {
+			if w != d {
+				continue
+			}
+			if v, ok := d.recoveryPoints[tp]; ok {
+				rp[tp] = v
+			}
+			if v, ok := d.startOffsets[tp]; ok {
+				so[tp] = v
+			}
 		}
-		if v, ok := m.mu.startOffsets[tp]; ok {
-			so[tp] = v
-		}
+		errs = append(errs,
+			WriteCheckpoint(m.fs, d.path, RecoveryPointCheckpointFile, rp),
+			WriteCheckpoint(m.fs, d.path, LogStartOffsetCheckpointFile, so))
 	}
-	return errors.Join(
-		WriteCheckpoint(m.fs, m.dir, RecoveryPointCheckpointFile, rp),
-		WriteCheckpoint(m.fs, m.dir, LogStartOffsetCheckpointFile, so),
-	)
+	return errors.Join(errs...)
 }
 
-// Close flushes and closes every log, writes the checkpoints and then, if all of that
-// succeeded, no log was offline and (after an unclean stop) every partition on disk was opened
-// and so recovered, the clean-shutdown marker.
+// ReadCheckpoints reads the offset checkpoint file name (one written by another layer, as the
+// replication-offset-checkpoint) of every dir, keeping for each partition the entry of the
+// dir that holds it. An unreadable file is returned as an error beside what the others held.
+func (m *Manager) ReadCheckpoints(name string) (map[TopicPartition]int64, error) {
+	out := map[TopicPartition]int64{}
+	var errs []error
+	for _, d := range m.dirs {
+		ck, err := ReadCheckpoint(m.fs, filepath.Join(d.path, name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.mu.Lock()
+		for tp, o := range ck {
+			if w := m.mu.where[tp]; w == d || w == nil {
+				out[tp] = o
+			}
+		}
+		m.mu.Unlock()
+	}
+	return out, errors.Join(errs...)
+}
+
+// WriteCheckpoints writes the offset checkpoint file name in every dir, each with the entries
+// of the partitions it holds (the others' are dropped).
+func (m *Manager) WriteCheckpoints(name string, entries map[TopicPartition]int64) error {
+	per := make(map[*logDir]map[TopicPartition]int64, len(m.dirs))
+	for _, d := range m.dirs {
+		per[d] = map[TopicPartition]int64{}
+	}
+	m.mu.Lock()
+	for tp, o := range entries {
+		if d := m.mu.where[tp]; d != nil {
+			per[d][tp] = o
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, d := range m.dirs {
+		errs = append(errs, WriteCheckpoint(m.fs, d.path, name, per[d]))
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes and closes every log, writes the checkpoints and then, in each dir where all
+// of that succeeded, no log was offline and (after an unclean stop) every partition on disk
+// was opened and so recovered, the clean-shutdown marker.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -384,28 +572,50 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.mu.closed = true
-	errs := closeLogs(m.mu.logs)
+	var errs []error
+	for _, f := range m.mu.future {
+		// A move not finished: it resumes after the next open.
+		if f.log == nil {
+			continue
+		}
+		if err := f.log.Close(); err != nil && !errors.Is(err, ErrLogOffline) {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.future = nil
+	failed := map[*logDir][]error{}
+	for tp, err := range closeLogs(m.mu.logs) {
+		d := m.mu.where[tp]
+		failed[d] = append(failed[d], err)
+	}
 	if err := m.checkpointLocked(); err != nil {
 		errs = append(errs, err)
 	}
-	// After an unclean stop only the logs opened since were recovered: the marker would make
-	// the next start trust the others' unrecovered tails.
-	var unrecovered []string
-	if !m.clean {
-		for tp := range m.mu.onDisk {
-			if m.mu.logs[tp] == nil {
-				unrecovered = append(unrecovered, tp.String())
+	for _, d := range m.dirs {
+		// After an unclean stop only the logs opened since were recovered: the marker would
+		// make the next start trust the others' unrecovered tails.
+		var unrecovered []string
+		if !d.clean {
+			for tp, w := range m.mu.where {
+				if w == d && m.mu.logs[tp] == nil {
+					unrecovered = append(unrecovered, tp.String())
+				}
 			}
 		}
-	}
-	if len(unrecovered) > 0 {
-		slices.Sort(unrecovered)
-		m.logger.Warn("partitions never opened since an unclean shutdown: no clean-shutdown marker",
-			"partitions", unrecovered)
-	} else if len(errs) == 0 {
-		errs = append(errs, WriteFileAtomic(m.fs, m.dir, CleanShutdownFile, nil))
-	} else {
-		m.logger.Error("log dir not closed cleanly: no clean-shutdown marker", "err", errors.Join(errs...))
+		switch {
+		case len(unrecovered) > 0:
+			slices.Sort(unrecovered)
+			m.logger.Warn("partitions never opened since an unclean shutdown: no clean-shutdown marker",
+				"log_dir", d.path, "partitions", unrecovered)
+		case len(failed[d]) > 0 || len(errs) > 0:
+			m.logger.Error("log dir not closed cleanly: no clean-shutdown marker", "log_dir", d.path,
+				"err", errors.Join(append(failed[d], errs...)...))
+		default:
+			if err := WriteFileAtomic(m.fs, d.path, CleanShutdownFile, nil); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		errs = append(errs, failed[d]...)
 	}
 	m.mu.logs = nil
 	return errors.Join(errs...)
@@ -416,12 +626,12 @@ func (m *Manager) Close() error {
 // round trips one after another.
 const closeWorkers = 16
 
-// closeLogs closes every log on closeWorkers goroutines, returning the errors, a log found
-// offline among them.
-func closeLogs(logs map[TopicPartition]*Log) []error {
+// closeLogs closes every log on closeWorkers goroutines, returning the errors by partition, a
+// log found offline among them.
+func closeLogs(logs map[TopicPartition]*Log) map[TopicPartition]error {
 	var (
 		mu   sync.Mutex
-		errs []error
+		errs = map[TopicPartition]error{}
 		wg   sync.WaitGroup
 	)
 	next := make(chan TopicPartition)
@@ -433,14 +643,14 @@ func closeLogs(logs map[TopicPartition]*Log) []error {
 				l := logs[tp]
 				offline := l.Offline()
 				err := l.Close()
-				mu.Lock()
 				if offline {
-					errs = append(errs, fmt.Errorf("%s: %w", tp, ErrLogOffline))
+					err = errors.Join(ErrLogOffline, err)
 				}
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", tp, err))
+					mu.Lock()
+					errs[tp] = fmt.Errorf("%s: %w", tp, err)
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		}()
 	}
@@ -500,18 +710,62 @@ func (m *Manager) FlushDue(nowMs int64) error {
 	return errors.Join(errs...)
 }
 
-// Sizes returns the size in bytes of every partition in the log dir (DescribeLogDirs): open
-// logs report their committed size, the others the size of their .log files.
-func (m *Manager) Sizes() map[TopicPartition]int64 {
+// DirUsage is one log dir as DescribeLogDirs reports it.
+type DirUsage struct {
+	Path   string
+	ID     DirID
+	Sizes  map[TopicPartition]int64       // every partition in the dir, by its size in bytes
+	Future map[TopicPartition]FutureUsage // the partitions being moved into the dir
+}
+
+// FutureUsage is a future log (a partition being moved into a dir): its size and how many
+// offsets it is behind the current log.
+type FutureUsage struct {
+	Size int64
+	Lag  int64
+}
+
+// Usage reports every log dir in log.dirs order with the size in bytes of each partition in
+// it: open logs report their committed size, the others the size of their .log files.
+func (m *Manager) Usage() []DirUsage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[TopicPartition]int64, len(m.mu.onDisk))
-	for tp := range m.mu.onDisk {
-		if l := m.mu.logs[tp]; l != nil {
-			out[tp] = l.Size()
+	out := make([]DirUsage, len(m.dirs))
+	idx := make(map[*logDir]int, len(m.dirs))
+	for i, d := range m.dirs {
+		out[i] = DirUsage{Path: d.path, ID: d.meta.dirID, Sizes: map[TopicPartition]int64{}, Future: map[TopicPartition]FutureUsage{}}
+		idx[d] = i
+	}
+	for tp, f := range m.mu.future {
+		if f.log == nil {
+			continue // pending: shown once resumed
+		}
+		lag := int64(0)
+		if cur := m.mu.logs[tp]; cur != nil {
+			lag = max(cur.LogEndOffset()-f.log.LogEndOffset(), 0)
+		}
+		out[idx[f.dir]].Future[tp] = FutureUsage{Size: f.log.Size(), Lag: lag}
+	}
+	for tp, d := range m.mu.where {
+		if !m.existsLocked(tp) {
 			continue
 		}
-		out[tp] = m.sizeOnDisk(m.partitionDir(tp))
+		size := int64(0)
+		if l := m.mu.logs[tp]; l != nil {
+			size = l.Size()
+		} else {
+			size = m.sizeOnDisk(d.partitionDir(tp))
+		}
+		out[idx[d]].Sizes[tp] = size
+	}
+	return out
+}
+
+// Sizes returns the size in bytes of every partition in every log dir (see Usage).
+func (m *Manager) Sizes() map[TopicPartition]int64 {
+	out := map[TopicPartition]int64{}
+	for _, u := range m.Usage() {
+		maps.Copy(out, u.Sizes)
 	}
 	return out
 }

@@ -43,6 +43,18 @@ func StartBroker(t testing.TB, sets ...string) *Broker {
 // getting the broker itself back) through broker.WithOptions.
 func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Broker {
 	t.Helper()
+	b, err := TryStartBrokerIn(t, dir, fs, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TryStartBrokerIn is StartBrokerIn for a start that may fail: it returns the error (of the
+// configuration or of start-up) instead of failing the test. A log.dirs among sets (several
+// log dirs) replaces dir.
+func TryStartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) (*Broker, error) {
+	t.Helper()
 	props := map[string]string{}
 	for _, s := range sets {
 		k, v, ok := strings.Cut(s, "=")
@@ -60,8 +72,13 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 		o.FS = fs
 		o.Started = func(started *broker.Broker) { b = started }
 	})
-	if _, err := embed.Start(ctx, embed.Options{Dir: dir, Config: props, Logger: slog.New(slog.NewTextHandler(w, nil))}); err != nil {
-		t.Fatalf("start broker: %v", err)
+	opt := embed.Options{Dir: dir, Config: props, Logger: slog.New(slog.NewTextHandler(w, nil))}
+	if v, ok := props["log.dirs"]; ok { // several log dirs, in place of dir
+		opt.Dir, opt.LogDirs = "", strings.Split(v, ",")
+		delete(props, "log.dirs")
+	}
+	if _, err := embed.Start(ctx, opt); err != nil {
+		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	tb := &Broker{Broker: b, Dir: dir, Sets: sets, fs: fs, t: t}
 	t.Cleanup(func() {
@@ -72,7 +89,7 @@ func StartBrokerIn(t testing.TB, dir string, fs storage.FS, sets ...string) *Bro
 			t.Errorf("broker close: %v", err)
 		}
 	})
-	return tb
+	return tb, nil
 }
 
 // closeHangAfter is how long a broker's Close may take before the test fails with every

@@ -74,8 +74,8 @@ func TestFullLogDirHaltsBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(logged), "all log dirs have failed") {
-		t.Errorf("the broker's log does not say its log dirs failed")
+	if !strings.Contains(string(logged), "a log dir has failed") {
+		t.Errorf("the broker's log does not say its log dir failed")
 	}
 
 	if err := os.Remove(filler); err != nil {

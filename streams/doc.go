@@ -1,0 +1,76 @@
+// Package streams is Gregor Streams: a stream-processing library for Go shaped after Kafka
+// Streams. It is a Kafka client (franz-go and the standard library, no broker package), so
+// it runs against any Kafka-compatible cluster.
+//
+//	b := streams.NewBuilder()
+//	lines := streams.Stream(b, "text-lines", serde.String, serde.String)
+//	words := streams.FlatMapValues(lines, func(l string) []string { return strings.Fields(strings.ToLower(l)) })
+//	counts := streams.Count(streams.GroupBy(words, func(_, w string) string { return w }, serde.String), streams.Named("counts"))
+//	streams.To(streams.ToStream(counts), "word-counts", serde.String, serde.Int64Text)
+//	app, err := streams.New(b, streams.Config{ApplicationID: "wordcount", Brokers: brokers})
+//	...
+//	err = app.Run(ctx) // until ctx is done
+//
+// # Shape
+//
+// Go methods take no type parameters, so operators that change the key or value type are
+// package functions (Map, MapValues, FlatMap, FlatMapValues, SelectKey, GroupBy, Count,
+// Aggregate, ...) and only type-preserving ones are methods (Filter, FilterNot, Peek,
+// Foreach, Merge, Split).
+//
+// Underneath the typed DSL is one untyped core. A Builder holds nodes (Source, Processor,
+// Sink) and stores; build cuts the graph into sub-topologies (nodes joined by edges or by a
+// shared store; a repartition topic cuts it). A task (task.go) runs one sub-topology for one
+// partition: it deserializes a source record, passes it down the nodes depth first, writes
+// sink records and store changes through one emit function, keeps the stream time and fires
+// punctuators. It has no goroutine and no clock of its own, so the same task runs under the
+// test driver (driver.go, deterministic, package streamstest) and under the runtime
+// (runtime.go, assign.go).
+//
+// The runtime is one consumer-group member per App, the group being application.id, with
+// one stream thread (the goroutine in Run). Range assignment gives a member the same
+// partition numbers of every source topic, so the task (sub-topology, partition) is whole on
+// one member. When a task is assigned its stores are restored from their changelogs before
+// it processes a record; when revoked, what was processed is committed and the task closed.
+//
+// Naming follows Kafka Streams: nodes KSTREAM-SOURCE-0000000000 and so on, internal topics
+// <application.id>-<name>-repartition and <application.id>-<store>-changelog (compacted),
+// Describe as TopologyDescription prints it.
+//
+// # Guarantees
+//
+// At-least-once (the default): every commit interval the producer is flushed (every output,
+// repartition and changelog record acknowledged), then the offsets of the processed input
+// are committed. After a crash the input since the last commit is processed again.
+//
+// exactly_once_v2 (KIP-447, eos.go): the stream thread's one transactional producer (its
+// transactional.id is application.id plus a random suffix; fencing is by the group
+// generation) sends the output, repartition and changelog records and the consumed offsets
+// in one transaction per commit interval (100 ms by default). Consumers read with
+// read_committed. An aborted transaction (a rebalance during it) drops every task and
+// restores its stores from the committed changelogs, and the input is read again from the
+// committed offsets.
+//
+// # What exists, and what does not yet
+//
+// Exists: serdes (package serde); streams and tables from topics, with the record's
+// timestamp or a timestamp extractor's (StreamWith); Filter, FilterNot, Map,
+// MapValues, FlatMap, FlatMapValues, SelectKey, Split/Branch, Merge, Peek, Foreach, To (with
+// a partitioner), Repartition; GroupByKey and GroupBy with Count, Reduce and Aggregate into a
+// KTable; windowed aggregation over tumbling and hopping time windows with a grace period
+// (WindowedBy, CountWindowed, ReduceWindowed, AggregateWindowed; late records dropped and
+// counted); stream-table joins (Join, LeftJoin); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
+// stores and punctuators on stream time and wall-clock time); in-memory key-value stores
+// with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
+// exactly_once_v2, with instances of one application.id sharing its tasks; the
+// deserialization exception handler (LogAndFail, LogAndContinue).
+//
+// Not yet: sliding and session windows, suppress-until-window-closes; the other joins
+// (stream-stream, table-table, global tables, foreign-key); persistent (pebble) stores and window stores of
+// their own (windows live in an in-memory key-value store keyed by key and window start); a
+// record cache (every table update is forwarded); standby replicas and a sticky,
+// state-aware assignor; more than one stream thread per App; interactive queries and
+// application.server; the production exception handler (a failed produce stops Run) and
+// the uncaught-error handler; co-partitioning checks; KTable operators other than
+// ToStream; restore progress reporting.
+package streams
