@@ -12,8 +12,12 @@
 //     assigned every partition of the topics it subscribes to, as Kafka's simple assignor
 //     does when members share a subscription).
 //
-// Manager (manager.go) holds both behind one mutex for the API layer (internal/api
-// sharegroupheartbeat.go, sharefetch.go, shareacknowledge.go) and keeps share sessions.
+// Manager (manager.go) holds both for the API layer (internal/api sharegroupheartbeat.go,
+// sharefetch.go, shareacknowledge.go and the share offset APIs): groups and share sessions
+// under its mutex, each share-partition behind its own lock (Part), taken for one fetch's log
+// read and acquisition or one request's acknowledgements, and waking fetches parked on it when
+// an acknowledgement or release frees records. state.go is a share-partition's state as it is
+// to be persisted.
 //
 // Invariants of a Partition (checked by its property test):
 //   - start <= end; every offset below start is Acknowledged or Archived (and forgotten);
