@@ -71,6 +71,17 @@ import (
 //	ConsumerGroupHeartbeat       READ GROUP                      GROUP_AUTHORIZATION_FAILED
 //	                             DESCRIBE TOPIC (subscribed)     TOPIC_AUTHORIZATION_FAILED
 //	ConsumerGroupDescribe        DESCRIBE GROUP                  group GROUP_AUTHORIZATION_FAILED; authorized operations
+//	ShareGroupHeartbeat          READ GROUP                      GROUP_AUTHORIZATION_FAILED
+//	                             DESCRIBE TOPIC (subscribed)     TOPIC_AUTHORIZATION_FAILED
+//	ShareGroupDescribe           DESCRIBE GROUP                  group GROUP_AUTHORIZATION_FAILED
+//	ShareFetch, ShareAcknowledge READ GROUP                      GROUP_AUTHORIZATION_FAILED (top level)
+//	                             READ TOPIC                      partition TOPIC_AUTHORIZATION_FAILED
+//	DescribeShareGroupOffsets    DESCRIBE GROUP                  group GROUP_AUTHORIZATION_FAILED
+//	                             DESCRIBE TOPIC                  partition TOPIC_AUTHORIZATION_FAILED
+//	AlterShareGroupOffsets       READ GROUP                      GROUP_AUTHORIZATION_FAILED (top level)
+//	                             READ TOPIC                      partition TOPIC_AUTHORIZATION_FAILED
+//	DeleteShareGroupOffsets      DELETE GROUP                    GROUP_AUTHORIZATION_FAILED (top level)
+//	                             READ TOPIC                      topic TOPIC_AUTHORIZATION_FAILED
 //	AddPartitionsToTxn v0-v3     WRITE TRANSACTIONAL_ID          every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 //	                             WRITE TOPIC                     TOPIC_AUTHORIZATION_FAILED, the others
 //	                                                               OPERATION_NOT_ATTEMPTED

@@ -9,16 +9,24 @@ import (
 
 // DeleteGroups v0-v2: deletes groups with no members and their committed offsets (tombstones
 // in __consumer_offsets); NON_EMPTY_GROUP while a group has members, GROUP_ID_NOT_FOUND for
-// unknown groups.
+// unknown groups. A share group (sharegroups.go) is deleted with its share-partitions' state.
 
 func handleDeleteGroups(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	// Authorization (authorize.go): DELETE on each group; the others are deleted.
 	var allowed []string
+	var shared []kmsg.DeleteGroupsResponseGroup
 	denied := map[string]bool{}
+	shares := h.shareManager()
 	for _, id := range req.Groups {
 		if h.authorized(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, id) {
+			if shares.Has(id) {
+				g := kmsg.NewDeleteGroupsResponseGroup()
+				g.Group, g.ErrorCode = id, code(shares.Delete(id, h.nowMs()))
+				shared = append(shared, g)
+				continue
+			}
 			allowed = append(allowed, id)
 		} else {
 			denied[id] = true
@@ -37,5 +45,6 @@ func handleDeleteGroups(h *Handler, ctx context.Context, c *Conn, r kmsg.Request
 		}
 	}
 	resp.Groups = append(resp.Groups, results...)
+	resp.Groups = append(resp.Groups, shared...)
 	return msg(resp)
 }

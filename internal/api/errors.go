@@ -13,6 +13,7 @@ import (
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/security"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/wire"
 )
@@ -49,6 +50,22 @@ func code(err error) int16 {
 		return 0
 	case errors.As(err, &ke):
 		return ke.Code
+	case errors.Is(err, share.ErrInvalidRecordState):
+		return kerr.InvalidRecordState.Code
+	case errors.Is(err, share.ErrInvalidAck), errors.Is(err, share.ErrInvalidMember), errors.Is(err, share.ErrAckOnOpen):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, share.ErrUnknownMember):
+		return kerr.UnknownMemberID.Code
+	case errors.Is(err, share.ErrFencedEpoch):
+		return kerr.FencedMemberEpoch.Code
+	case errors.Is(err, share.ErrGroupNotEmpty):
+		return kerr.NonEmptyGroup.Code
+	case errors.Is(err, share.ErrNoGroup):
+		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, share.ErrSessionNotFound):
+		return kerr.ShareSessionNotFound.Code
+	case errors.Is(err, share.ErrSessionEpoch):
+		return kerr.InvalidShareSessionEpoch.Code
 	case errors.Is(err, fetchsession.ErrSessionNotFound):
 		return kerr.FetchSessionIDNotFound.Code
 	case errors.Is(err, fetchsession.ErrInvalidEpoch):

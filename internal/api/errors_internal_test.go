@@ -27,6 +27,7 @@ import (
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/security"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
 	"github.com/gregor-project/gregor/internal/wire"
@@ -92,6 +93,17 @@ var sentinels = map[string]sentinelCode{
 	"security.ErrAuthentication":    {err: security.ErrAuthentication, want: kerr.SaslAuthenticationFailed},
 	"security.ErrNoPeerCertificate": {err: security.ErrNoPeerCertificate, never: "raft peers between controllers, refused at their TLS handshake"},
 	"security.ErrPeerNotSuperUser":  {err: security.ErrPeerNotSuperUser, never: "raft peers between controllers, refused at their TLS handshake"},
+
+	"share.ErrInvalidRecordState": {err: share.ErrInvalidRecordState, want: kerr.InvalidRecordState},
+	"share.ErrInvalidAck":         {err: share.ErrInvalidAck, want: kerr.InvalidRequest},
+	"share.ErrInvalidMember":      {err: share.ErrInvalidMember, want: kerr.InvalidRequest},
+	"share.ErrAckOnOpen":          {err: share.ErrAckOnOpen, want: kerr.InvalidRequest},
+	"share.ErrUnknownMember":      {err: share.ErrUnknownMember, want: kerr.UnknownMemberID},
+	"share.ErrFencedEpoch":        {err: share.ErrFencedEpoch, want: kerr.FencedMemberEpoch},
+	"share.ErrGroupNotEmpty":      {err: share.ErrGroupNotEmpty, want: kerr.NonEmptyGroup},
+	"share.ErrNoGroup":            {err: share.ErrNoGroup, want: kerr.GroupIDNotFound},
+	"share.ErrSessionNotFound":    {err: share.ErrSessionNotFound, want: kerr.ShareSessionNotFound},
+	"share.ErrSessionEpoch":       {err: share.ErrSessionEpoch, want: kerr.InvalidShareSessionEpoch},
 
 	"storage.ErrAlreadyFormatted":    {err: storage.ErrAlreadyFormatted, never: "gregor storage format, offline; the broker never formats a dir it serves"},
 	"storage.ErrLogOffline":          {err: storage.ErrLogOffline, want: kerr.KafkaStorageError},

@@ -18,6 +18,7 @@ import (
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/observe"
 	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
 )
@@ -67,6 +68,10 @@ type Handler struct {
 	// made on first use.
 	pids     *ProducerIDs
 	pidsOnce sync.Once
+	// shares are the share groups, share-partitions and share sessions (sharegroups.go),
+	// made on first use.
+	shares     *share.Manager
+	sharesOnce sync.Once
 	// authz is the standard authorizer of the last image asked about (authorize.go).
 	authz atomic.Pointer[authzState]
 }

@@ -43,6 +43,7 @@ func AddCommands(root *cobra.Command) {
 		newProduceCommand(),
 		newConsumeCommand(),
 		newGroupCommand(),
+		newShareGroupCommand(),
 		newTxnCommand(),
 		newClusterCommand(),
 		newReassignCommand(),

@@ -155,6 +155,19 @@ type Broker struct {
 	GroupConsumerAssignors              []string // group.consumer.assignors
 	GroupConsumerMigrationPolicy        string   // group.consumer.migration.policy
 
+	// Share groups (KIP-932, internal/share).
+	GroupShareSessionTimeoutMs        int32 // group.share.session.timeout.ms
+	GroupShareMinSessionTimeoutMs     int32 // group.share.min.session.timeout.ms
+	GroupShareMaxSessionTimeoutMs     int32 // group.share.max.session.timeout.ms
+	GroupShareHeartbeatIntervalMs     int32 // group.share.heartbeat.interval.ms
+	GroupShareMinHeartbeatIntervalMs  int32 // group.share.min.heartbeat.interval.ms
+	GroupShareMaxHeartbeatIntervalMs  int32 // group.share.max.heartbeat.interval.ms
+	GroupShareRecordLockDurationMs    int32 // group.share.record.lock.duration.ms
+	GroupShareMinRecordLockDurationMs int32 // group.share.min.record.lock.duration.ms
+	GroupShareMaxRecordLockDurationMs int32 // group.share.max.record.lock.duration.ms
+	GroupShareDeliveryCountLimit      int32 // group.share.delivery.count.limit
+	GroupSharePartitionMaxRecordLocks int32 // group.share.partition.max.record.locks
+
 	// Transactions and producer ids.
 	TransactionStateLogNumPartitions     int32 // transaction.state.log.num.partitions
 	TransactionStateLogReplicationFactor int16 // transaction.state.log.replication.factor (Kafka: 3; here 1)
@@ -375,6 +388,17 @@ var brokerDefList = []*brokerDef{
 	{name: "group.consumer.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerHeartbeatIntervalMs }, doc: "Heartbeat interval told to consumer-protocol group members."},
 	{name: "group.consumer.min.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupConsumerMinHeartbeatIntervalMs }, doc: "Least consumer-protocol heartbeat interval: group.consumer.heartbeat.interval.ms may not be below it (checked at start-up, as Kafka does; it also bounds per-group overrides, which Gregor has no group configs for yet)."},
 	{name: "group.consumer.max.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(15000), field: func(b *Broker) any { return &b.GroupConsumerMaxHeartbeatIntervalMs }, doc: "Greatest consumer-protocol heartbeat interval: group.consumer.heartbeat.interval.ms may not exceed it (checked at start-up, as Kafka does; it also bounds per-group overrides, which Gregor has no group configs for yet)."},
+	{name: "group.share.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupShareSessionTimeoutMs }, doc: "Session timeout of share group members: a member that does not heartbeat within it is removed from its group."},
+	{name: "group.share.min.session.timeout.ms", vt: vtPositiveInt, dflt: num(45000), field: func(b *Broker) any { return &b.GroupShareMinSessionTimeoutMs }, doc: "Least share group session timeout: group.share.session.timeout.ms may not be below it (checked at start-up)."},
+	{name: "group.share.max.session.timeout.ms", vt: vtPositiveInt, dflt: num(60000), field: func(b *Broker) any { return &b.GroupShareMaxSessionTimeoutMs }, doc: "Greatest share group session timeout: group.share.session.timeout.ms may not exceed it (checked at start-up)."},
+	{name: "group.share.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupShareHeartbeatIntervalMs }, doc: "Heartbeat interval told to share group members."},
+	{name: "group.share.min.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(5000), field: func(b *Broker) any { return &b.GroupShareMinHeartbeatIntervalMs }, doc: "Least share group heartbeat interval: group.share.heartbeat.interval.ms may not be below it (checked at start-up)."},
+	{name: "group.share.max.heartbeat.interval.ms", vt: vtPositiveInt, dflt: num(15000), field: func(b *Broker) any { return &b.GroupShareMaxHeartbeatIntervalMs }, doc: "Greatest share group heartbeat interval: group.share.heartbeat.interval.ms may not exceed it (checked at start-up)."},
+	{name: "group.share.record.lock.duration.ms", vt: intType(1000, 3600000), dflt: num(30000), field: func(b *Broker) any { return &b.GroupShareRecordLockDurationMs }, doc: "How long a share group member holds the records it acquired: unacknowledged when it ends, they are delivered again (to any member)."},
+	{name: "group.share.min.record.lock.duration.ms", vt: intType(1000, 30000), dflt: num(15000), field: func(b *Broker) any { return &b.GroupShareMinRecordLockDurationMs }, doc: "Least record lock duration: group.share.record.lock.duration.ms may not be below it (checked at start-up)."},
+	{name: "group.share.max.record.lock.duration.ms", vt: intType(30000, 3600000), dflt: num(60000), field: func(b *Broker) any { return &b.GroupShareMaxRecordLockDurationMs }, doc: "Greatest record lock duration: group.share.record.lock.duration.ms may not exceed it (checked at start-up)."},
+	{name: "group.share.delivery.count.limit", vt: intType(2, 10), dflt: num(5), field: func(b *Broker) any { return &b.GroupShareDeliveryCountLimit }, doc: "Deliveries of a record to share group members after which it is archived instead of delivered again (a poison record stops coming back)."},
+	{name: "group.share.partition.max.record.locks", vt: intType(100, 10000), dflt: num(2000), field: func(b *Broker) any { return &b.GroupSharePartitionMaxRecordLocks }, doc: "Most in-flight records (acquired, or waiting behind an acquired one) of one share-partition: the window a share group reads ahead by."},
 	{name: "group.consumer.max.size", vt: vtPositiveInt, dflt: num(maxInt), field: func(b *Broker) any { return &b.GroupConsumerMaxSize }, doc: "Most members in one consumer-protocol group."},
 	{name: "group.consumer.assignors", vt: listType(true, "uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"), dflt: str("uniform,range"), field: func(b *Broker) any { return &b.GroupConsumerAssignors }, doc: "Server-side assignors of consumer-protocol groups; the first is used when a member names none."},
 	{name: "group.consumer.migration.policy", vt: stringType("bidirectional", "upgrade", "downgrade", "disabled"), dflt: str("bidirectional"), field: func(b *Broker) any { return &b.GroupConsumerMigrationPolicy }, doc: "Whether classic groups convert to consumer-protocol groups (upgrade), back (downgrade), both or neither."},
@@ -739,6 +763,12 @@ func (b *Broker) checkGroupConsumerBounds() error {
 			b.GroupConsumerSessionTimeoutMs, b.GroupConsumerMinSessionTimeoutMs, b.GroupConsumerMaxSessionTimeoutMs},
 		{"group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
 			b.GroupConsumerHeartbeatIntervalMs, b.GroupConsumerMinHeartbeatIntervalMs, b.GroupConsumerMaxHeartbeatIntervalMs},
+		{"group.share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+			b.GroupShareSessionTimeoutMs, b.GroupShareMinSessionTimeoutMs, b.GroupShareMaxSessionTimeoutMs},
+		{"group.share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+			b.GroupShareHeartbeatIntervalMs, b.GroupShareMinHeartbeatIntervalMs, b.GroupShareMaxHeartbeatIntervalMs},
+		{"group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
+			b.GroupShareRecordLockDurationMs, b.GroupShareMinRecordLockDurationMs, b.GroupShareMaxRecordLockDurationMs},
 	} {
 		switch {
 		case c.lo > c.hi:
@@ -752,6 +782,10 @@ func (b *Broker) checkGroupConsumerBounds() error {
 	if b.GroupConsumerHeartbeatIntervalMs >= b.GroupConsumerSessionTimeoutMs {
 		return invalid("group.consumer.heartbeat.interval.ms", b.values["group.consumer.heartbeat.interval.ms"],
 			"group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms ("+b.values["group.consumer.session.timeout.ms"]+")")
+	}
+	if b.GroupShareHeartbeatIntervalMs >= b.GroupShareSessionTimeoutMs {
+		return invalid("group.share.heartbeat.interval.ms", b.values["group.share.heartbeat.interval.ms"],
+			"group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms ("+b.values["group.share.session.timeout.ms"]+")")
 	}
 	return nil
 }

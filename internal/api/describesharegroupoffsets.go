@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/share"
+)
+
+// DescribeShareGroupOffsets v0-v1 (KIP-932): each share-partition's start offset (every
+// record below it acknowledged or archived) and, from v1, its lag (records below the high
+// watermark not yet acknowledged or archived), for the topics named or, when none are, every
+// partition the group has read. A partition the group never fetched answers start offset
+// -1. The start offsets are this broker's share-partitions: the group's partitions must be
+// led here (true on a single broker; across brokers it needs the share coordinator still to
+// come, see internal/share's doc).
+
+func handleDescribeShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
+	req := r.(*kmsg.DescribeShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+	im := h.Meta.Image()
+	describable := h.authorizedNames(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic)
+	for _, rg := range req.Groups {
+		g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+		g.GroupID = rg.GroupID
+		if !h.authorized(c, kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeGroup, rg.GroupID) {
+			g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		if h.Groups != nil {
+			if err := h.Groups.FindCoordinator(rg.GroupID); err != nil {
+				g.ErrorCode = err.Code
+				resp.Groups = append(resp.Groups, g)
+				continue
+			}
+		}
+		sums := h.shareManager().Summaries(rg.GroupID)
+		topics := rg.Topics
+		if topics == nil {
+			// Every partition with state, by topic name.
+			byName := map[string][]int32{}
+			for k := range sums {
+				if t := im.TopicByID(k.Topic); t != nil {
+					byName[t.Name] = append(byName[t.Name], k.Partition)
+				}
+			}
+			for name, ps := range byName {
+				slices.Sort(ps)
+				topics = append(topics, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: name, Partitions: ps})
+			}
+			slices.SortFunc(topics, func(a, b kmsg.DescribeShareGroupOffsetsRequestGroupTopic) int {
+				return strings.Compare(a.Topic, b.Topic)
+			})
+		}
+		for _, rt := range topics {
+			t := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+			t.Topic = rt.Topic
+			mt := im.Topic(rt.Topic)
+			if mt != nil {
+				t.TopicID = mt.ID
+			}
+			for _, p := range rt.Partitions {
+				rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+				rp.Partition, rp.StartOffset, rp.LeaderEpoch = p, -1, -1
+				switch {
+				case !describable.ok(rt.Topic):
+					rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				case mt == nil || p < 0 || p >= mt.Partitions:
+					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				default:
+					if s, ok := sums[share.Key{Group: rg.GroupID, Topic: mt.ID, Partition: p}]; ok {
+						rp.StartOffset = s.Start
+						if rep := h.Replicas.Get(rt.Topic, p); rep != nil {
+							_, rp.LeaderEpoch, _ = rep.Role()
+							rp.Lag = max(0, rep.HighWatermark()-s.Start-s.Finished)
+						}
+					}
+				}
+				t.Partitions = append(t.Partitions, rp)
+			}
+			g.Topics = append(g.Topics, t)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return msg(resp)
+}

@@ -1,0 +1,54 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/share"
+)
+
+// Helpers shared by the share group API files (sharegroupheartbeat.go,
+// sharegroupdescribe.go, sharefetch.go, shareacknowledge.go). Share groups themselves are
+// internal/share; these files translate requests.
+
+// shareManager is the broker's share groups, share-partitions and share sessions.
+func (h *Handler) shareManager() *share.Manager {
+	h.sharesOnce.Do(func() { h.shares = share.NewManager() })
+	return h.shares
+}
+
+// shareConfig is what a share-partition acts on, from the current broker configuration.
+func (h *Handler) shareConfig() share.Config {
+	cfg := h.Cfg.Current()
+	return share.Config{
+		MaxLocks:       int(cfg.GroupSharePartitionMaxRecordLocks),
+		DeliveryLimit:  int16(cfg.GroupShareDeliveryCountLimit),
+		LockDurationMs: int64(cfg.GroupShareRecordLockDurationMs),
+	}
+}
+
+// shareTopics is the metadata image as a share group's assignor sees it.
+type shareTopics struct{ im *metadata.Image }
+
+func (v shareTopics) Topic(name string) ([16]byte, int32, bool) {
+	t := v.im.Topic(name)
+	if t == nil {
+		return [16]byte{}, 0, false
+	}
+	return t.ID, t.Partitions, true
+}
+
+// otherGroupType is GROUP_ID_NOT_FOUND ("Group X is not a share group.", as Kafka words it)
+// when id names a classic or consumer group rather than a share group, else nil: the group
+// types share one namespace of ids.
+func (h *Handler) otherGroupType(id string) error {
+	if h.Groups == nil || h.shareManager().Has(id) {
+		return nil
+	}
+	if d := h.Groups.DescribeGroup(id); d.ErrorCode == 0 && d.State != "Dead" {
+		return fmt.Errorf("%w: Group %s is not a share group.", kerr.GroupIDNotFound, id)
+	}
+	return nil
+}
