@@ -35,6 +35,9 @@ type Handler struct {
 	// Txns is the transaction coordinator (internal/txn); nil answers every transactional
 	// request COORDINATOR_NOT_AVAILABLE.
 	Txns *txn.Coordinator
+	// ShareStates is the share coordinator (internal/share StateCoordinator) over
+	// __share_group_state; nil keeps share-partition state in memory only.
+	ShareStates *share.StateCoordinator
 	// Brokers reaches other brokers on the inter-broker listener (produce's transaction
 	// verification asks a remote coordinator through it); nil when there are none to reach.
 	Brokers BrokerChannel

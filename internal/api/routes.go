@@ -63,6 +63,8 @@ func init() {
 		kmsg.AddOffsetsToTxn.Int16():              {Min: 0, Max: 4, Handle: handleAddOffsetsToTxn},
 		kmsg.EndTxn.Int16():                       {Min: 0, Max: 5, Handle: handleEndTxn},
 		kmsg.WriteTxnMarkers.Int16():              {Min: 0, Max: 2, Handle: handleWriteTxnMarkers},
+		kmsg.ReadShareGroupState.Int16():          {Min: 0, Max: 0, Handle: handleReadShareGroupState},
+		kmsg.WriteShareGroupState.Int16():         {Min: 0, Max: 0, Handle: handleWriteShareGroupState},
 		kmsg.DescribeTransactions.Int16():         {Min: 0, Max: 0, Handle: handleDescribeTransactions},
 		kmsg.ListTransactions.Int16():             {Min: 0, Max: 2, Handle: handleListTransactions},
 		kmsg.DescribeProducers.Int16():            {Min: 0, Max: 0, Handle: handleDescribeProducers},

@@ -233,7 +233,22 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 	hw := p.HighWatermark()
 	ans.hw[p] = hw
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
-	part := h.shareManager().Partition(k, leaderEpoch, cfg, func() int64 { return hw })
+	part := h.shareManager().Existing(k)
+	if part == nil || part.LeaderEpoch() != leaderEpoch {
+		// First fetch in this leader epoch: the state is read back from the share
+		// coordinator (acknowledged records stay done, acquired ones are Available again
+		// with their delivery counts); a share-partition with none starts at the high
+		// watermark (share.auto.offset.reset=latest).
+		s, ok, err := h.readShareState(k, leaderEpoch)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		sp, stateEpoch := share.NewPartition(cfg, hw), int32(0)
+		if ok {
+			sp, stateEpoch = share.Restore(cfg, s.Start, s.Batches), s.StateEpoch
+		}
+		part = h.shareManager().Install(k, leaderEpoch, stateEpoch, sp)
+	}
 	ans.parts = append(ans.parts, part)
 	sp := part.Lock()
 	defer part.Unlock()
@@ -340,6 +355,24 @@ func (h *Handler) shareAcknowledge(ans *shareAnswer, group, member string, topic
 	}
 	sp := part.Lock()
 	defer part.UnlockChanged()
+	// The acknowledgements are answered only once the state they make is durable on the
+	// share coordinator; if it cannot be written, the share-partition goes back to where it
+	// was, and the member's records stay acquired for it to acknowledge again.
+	before := sp.Clone()
+	if err := applyShareAcks(sp, member, batches, now); err != nil {
+		*sp = *before
+		return err
+	}
+	k := share.Key{Group: group, Topic: topic, Partition: partition}
+	if err := h.writeShareState(k, sp.State(epoch, part.StateEpoch())); err != nil {
+		*sp = *before
+		return err
+	}
+	return nil
+}
+
+// applyShareAcks applies one partition's acknowledgement batches to sp.
+func applyShareAcks(sp *share.Partition, member string, batches []shareAck, now int64) error {
 	for _, b := range batches {
 		n := b.last - b.first + 1
 		if n <= 0 || n > shareAckMax || len(b.types) == 0 || (len(b.types) != 1 && int64(len(b.types)) != n) {

@@ -16,6 +16,7 @@ import (
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
 )
@@ -77,6 +78,8 @@ func (h *Handler) checkTopic(s *topicSpec) error {
 		h.offsetsTopicDefaults(s) // however it is created, it is the group coordinator's topic
 	case txn.TopicName:
 		h.txnTopicDefaults(s) // and this the transaction coordinator's
+	case share.StateTopic:
+		h.shareStateTopicDefaults(s) // and this the share coordinator's
 	}
 	if len(s.assignment) > 0 {
 		if s.partitions != -1 || s.rf != -1 {

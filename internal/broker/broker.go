@@ -38,6 +38,7 @@ import (
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/security"
 	"github.com/gregor-project/gregor/internal/server"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
 	"github.com/gregor-project/gregor/internal/wire"
@@ -374,6 +375,13 @@ func (b *Broker) start(startCtx context.Context) error {
 	if err := b.handler.Txns.Start(); err != nil {
 		return err
 	}
+	b.handler.ShareStates = share.NewStateCoordinator(share.StateOptions{
+		Replicas: b.replicas, Log: log, Manual: true,
+		EnsureTopic: b.handler.EnsureShareStateTopic, CommitTimeoutMs: replica.DefaultAppendTimeoutMs,
+	})
+	if err := b.handler.ShareStates.Start(); err != nil {
+		return err
+	}
 	b.meta.Subscribe(b.onImage)
 
 	// Join the cluster: register, replay the log, then heartbeat until unfenced.
@@ -632,6 +640,9 @@ func (b *Broker) Close() error {
 		}
 		if b.handler != nil && b.handler.Txns != nil {
 			b.handler.Txns.Close() // its requests in flight and marker retries end before the listeners
+		}
+		if b.handler != nil && b.handler.ShareStates != nil {
+			b.handler.ShareStates.Close()
 		}
 		// Cancelling first answers parked fetches at once instead of after their max wait.
 		if b.cancel != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/storage"
 	"github.com/gregor-project/gregor/internal/txn"
 )
@@ -262,6 +263,12 @@ func (b *Broker) reconcilePartition(w partitionWork) {
 		} else {
 			b.handler.Txns.Resign(idx, np.LeaderEpoch)
 		}
+	case share.StateTopic:
+		if np.Leader == local {
+			b.handler.ShareStates.Elect(idx, np.LeaderEpoch)
+		} else {
+			b.handler.ShareStates.Resign(idx, np.LeaderEpoch)
+		}
 	}
 }
 
@@ -272,6 +279,8 @@ func (b *Broker) removePartition(topic string, idx int32, p *replica.Partition) 
 		b.handler.Groups.Resign(idx, -1)
 	case txn.TopicName:
 		b.handler.Txns.Resign(idx, -1)
+	case share.StateTopic:
+		b.handler.ShareStates.Resign(idx, -1)
 	}
 	if err := b.replicas.Remove(topic, idx); err != nil {
 		b.log.Error("deleting partition failed", "topic", topic, "partition", idx, "err", err)

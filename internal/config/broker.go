@@ -172,9 +172,13 @@ type Broker struct {
 	TransactionStateLogNumPartitions     int32 // transaction.state.log.num.partitions
 	TransactionStateLogReplicationFactor int16 // transaction.state.log.replication.factor (Kafka: 3; here 1)
 	TransactionStateLogMinIsr            int32 // transaction.state.log.min.isr (Kafka: 2; here 1)
-	TransactionStateLogSegmentBytes      int32 // transaction.state.log.segment.bytes
-	TransactionMaxTimeoutMs              int32 // transaction.max.timeout.ms
-	TransactionalIDExpirationMs          int32 // transactional.id.expiration.ms
+
+	ShareCoordinatorStateTopicNumPartitions     int32 // share.coordinator.state.topic.num.partitions
+	ShareCoordinatorStateTopicReplicationFactor int16 // share.coordinator.state.topic.replication.factor (capped by the brokers)
+	ShareCoordinatorStateTopicMinIsr            int32 // share.coordinator.state.topic.min.isr (capped by the replicas)
+	TransactionStateLogSegmentBytes             int32 // transaction.state.log.segment.bytes
+	TransactionMaxTimeoutMs                     int32 // transaction.max.timeout.ms
+	TransactionalIDExpirationMs                 int32 // transactional.id.expiration.ms
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms
 	TransactionAbortTimedOutTransactionCleanupIntervalMs int32
 	// transaction.remove.expired.transaction.cleanup.interval.ms
@@ -406,6 +410,9 @@ var brokerDefList = []*brokerDef{
 	// Transactions and producer ids.
 	{name: "transaction.state.log.num.partitions", vt: vtPositiveInt, dflt: num(50), field: func(b *Broker) any { return &b.TransactionStateLogNumPartitions }, doc: "Partitions of __transaction_state."},
 	{name: "transaction.state.log.replication.factor", vt: shortType(1, noMax), dflt: num(1), field: func(b *Broker) any { return &b.TransactionStateLogReplicationFactor }, doc: "Replication factor of __transaction_state (Kafka's default is 3)."},
+	{name: "share.coordinator.state.topic.num.partitions", vt: vtPositiveInt, dflt: num(50), field: func(b *Broker) any { return &b.ShareCoordinatorStateTopicNumPartitions }, doc: "Partitions of __share_group_state."},
+	{name: "share.coordinator.state.topic.replication.factor", vt: shortType(1, noMax), dflt: num(3), field: func(b *Broker) any { return &b.ShareCoordinatorStateTopicReplicationFactor }, doc: "Replication factor of __share_group_state, capped by the brokers registered when it is created."},
+	{name: "share.coordinator.state.topic.min.isr", vt: vtPositiveInt, dflt: num(2), field: func(b *Broker) any { return &b.ShareCoordinatorStateTopicMinIsr }, doc: "min.insync.replicas of __share_group_state, capped by its replication factor."},
 	{name: "transaction.state.log.min.isr", vt: vtPositiveInt, dflt: num(1), field: func(b *Broker) any { return &b.TransactionStateLogMinIsr }, doc: "min.insync.replicas of __transaction_state (Kafka's default is 2)."},
 	{name: "transaction.state.log.segment.bytes", vt: vtPositiveInt, dflt: num(104857600), field: func(b *Broker) any { return &b.TransactionStateLogSegmentBytes }, doc: "Segment size of __transaction_state."},
 	{name: "transaction.max.timeout.ms", vt: vtPositiveInt, dflt: num(900000), field: func(b *Broker) any { return &b.TransactionMaxTimeoutMs }, doc: "Longest transaction timeout a producer may ask for."},
@@ -462,10 +469,7 @@ var brokerDefList = []*brokerDef{
 
 // notServed are Kafka broker keys Gregor knows but cannot honour yet: start-up stops naming
 // them (with why) rather than accepting and ignoring them.
-var notServed = map[string]string{
-	"share.coordinator.state.topic.replication.factor": "share groups are not served yet",
-	"share.coordinator.state.topic.min.isr":            "share groups are not served yet",
-}
+var notServed = map[string]string{}
 
 // brokerDefs indexes brokerDefList by name; defaultValues holds the
 // normalized default of every key that has one.

@@ -145,6 +145,9 @@ var kafkaDefaults = map[string]string{
 	"transaction.state.log.num.partitions":                        "50",
 	"transaction.state.log.replication.factor":                    "1", // Gregor; Kafka: 3
 	"transaction.state.log.min.isr":                               "1", // Gregor; Kafka: 2
+	"share.coordinator.state.topic.num.partitions":                "50",
+	"share.coordinator.state.topic.replication.factor":            "3",
+	"share.coordinator.state.topic.min.isr":                       "2",
 	"transaction.state.log.segment.bytes":                         "104857600",
 	"transaction.max.timeout.ms":                                  "900000",
 	"transactional.id.expiration.ms":                              "604800000",
@@ -609,8 +612,8 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// Kafka 4.0's config/server.properties (comments removed) loads, but for its two share-group
-// keys, which stop start-up by name until share groups are served.
+// Kafka 4.0's config/server.properties (comments removed) loads, its share coordinator keys
+// included.
 func TestKafkaSampleServerProperties(t *testing.T) {
 	const sample = `
 process.roles=broker,controller
@@ -642,15 +645,12 @@ log.retention.check.interval.ms=300000
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"share.coordinator.state.topic.min.isr", "share.coordinator.state.topic.replication.factor"} {
-		if _, err := Parse(props); err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), "share groups") {
-			t.Fatalf("%s accepted or not named: %v", k, err)
-		}
-		delete(props, k)
-	}
 	b, err := Parse(props)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b.ShareCoordinatorStateTopicReplicationFactor != 1 || b.ShareCoordinatorStateTopicMinIsr != 1 {
+		t.Fatalf("share coordinator keys: replication factor %d, min ISR %d", b.ShareCoordinatorStateTopicReplicationFactor, b.ShareCoordinatorStateTopicMinIsr)
 	}
 	if len(b.AdvertisedListeners) != 2 || b.AdvertisedListeners[0].Host != "localhost" {
 		t.Errorf("AdvertisedListeners = %+v", b.AdvertisedListeners)

@@ -14,7 +14,7 @@ import (
 // it, so a published Image stays as it was.
 
 // internalTopics are the topics Kafka marks internal in Metadata responses.
-var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
+var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true, "__share_group_state": true}
 
 // newPartition copies p. The four broker lists share one allocation (each with its capacity
 // cut to its length, so an append by mistake cannot run into the next): at 100,000

@@ -65,6 +65,7 @@ type Part struct {
 	mu          sync.Mutex
 	p           *Partition
 	leaderEpoch int32 // the partition's leader epoch the state was built in; immutable
+	stateEpoch  int32 // the persisted state's epoch (WriteShareGroupState carries it); immutable
 	watch       struct {
 		sync.Mutex
 		chans []chan struct{} // parked fetches, signalled when records become available
@@ -127,6 +128,23 @@ func (m *Manager) Partition(k Key, leaderEpoch int32, cfg Config, start func() i
 	}
 	return p
 }
+
+// Install makes p, read back from its persisted state (of stateEpoch), the share-partition
+// of k as led in leaderEpoch, unless one was made in that epoch meanwhile (by a concurrent
+// fetch): the one that is there is returned.
+func (m *Manager) Install(k Key, leaderEpoch, stateEpoch int32, p *Partition) *Part {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.mu.parts[k]; cur != nil && cur.leaderEpoch == leaderEpoch {
+		return cur
+	}
+	part := &Part{p: p, leaderEpoch: leaderEpoch, stateEpoch: stateEpoch}
+	m.mu.parts[k] = part
+	return part
+}
+
+// StateEpoch is the epoch of the persisted state the share-partition was read back from.
+func (p *Part) StateEpoch() int32 { return p.stateEpoch }
 
 // Existing returns the share-partition of k, or nil.
 func (m *Manager) Existing(k Key) *Part {

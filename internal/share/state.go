@@ -54,3 +54,17 @@ func Restore(cfg Config, start int64, batches []StateBatch) *Partition {
 	p.advance()
 	return p
 }
+
+// Clone is a copy of the share-partition that shares nothing with it: the state to go back
+// to when a change cannot be persisted.
+func (p *Partition) Clone() *Partition {
+	c := *p
+	c.recs = append([]record(nil), p.recs...)
+	return &c
+}
+
+// State is the share-partition's persisted form in leaderEpoch and stateEpoch.
+func (p *Partition) State(leaderEpoch, stateEpoch int32) PartitionState {
+	start, bs := p.Snapshot()
+	return PartitionState{StateEpoch: stateEpoch, LeaderEpoch: leaderEpoch, Start: start, Batches: bs}
+}
