@@ -246,6 +246,11 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 		sp, stateEpoch := share.NewPartition(cfg, hw), int32(0)
 		if ok {
 			sp, stateEpoch = share.Restore(cfg, s.Start, s.Batches), s.StateEpoch
+		} else if err := h.writeShareState(k, sp.State(leaderEpoch, 0)); err != nil {
+			// The start offset is made durable first (Kafka's InitializeShareGroupState),
+			// so records acquired before a crash and never acknowledged are delivered
+			// again rather than skipped by a new start at a later high watermark.
+			return 0, 0, 0, err
 		}
 		part = h.shareManager().Install(k, leaderEpoch, stateEpoch, sp)
 	}
