@@ -241,7 +241,7 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 		// watermark (share.auto.offset.reset=latest).
 		s, ok, err := h.readShareState(k, leaderEpoch)
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, shareStateUnavailable(err)
 		}
 		sp, stateEpoch := share.NewPartition(cfg, hw), int32(0)
 		if ok {
@@ -250,7 +250,7 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 			// The start offset is made durable first (Kafka's InitializeShareGroupState),
 			// so records acquired before a crash and never acknowledged are delivered
 			// again rather than skipped by a new start at a later high watermark.
-			return 0, 0, 0, err
+			return 0, 0, 0, shareStateUnavailable(err)
 		}
 		part = h.shareManager().Install(k, leaderEpoch, stateEpoch, sp)
 	}

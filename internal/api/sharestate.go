@@ -191,3 +191,14 @@ func (h *Handler) writeShareState(k share.Key, s share.PartitionState) error {
 	}
 	return nil
 }
+
+// shareStateUnavailable is how a share fetch answers a partition whose state the share
+// coordinator cannot give yet (it is being elected or loaded, or moved): NOT_LEADER_OR_FOLLOWER,
+// which Kafka's share consumer retries after refreshing its metadata, where the coordinator
+// errors themselves would fail its fetch.
+func shareStateUnavailable(err error) error {
+	if errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		return fmt.Errorf("%w: share-partition state not available yet: %v", kerr.NotLeaderForPartition, err)
+	}
+	return err
+}
