@@ -67,7 +67,12 @@ func handleAlterShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg
 					return kerr.NotLeaderForPartition
 				}
 				k := share.Key{Group: req.GroupID, Topic: mt.ID, Partition: rp.Partition}
-				return h.shareManager().SetStart(k, epoch, cfg, rp.StartOffset, now)
+				if err := h.shareManager().SetStart(k, epoch, cfg, rp.StartOffset, now); err != nil {
+					return err
+				}
+				// The new start is persisted too, or the next leader would read the old
+				// state back.
+				return h.writeShareState(k, share.PartitionState{LeaderEpoch: epoch, Start: rp.StartOffset})
 			}()
 			if err != nil {
 				p.ErrorCode, p.ErrorMessage = code(err), errMsg(err)

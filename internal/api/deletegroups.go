@@ -23,7 +23,11 @@ func handleDeleteGroups(h *Handler, ctx context.Context, c *Conn, r kmsg.Request
 		if h.authorized(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, id) {
 			if shares.Has(id) {
 				g := kmsg.NewDeleteGroupsResponseGroup()
-				g.Group, g.ErrorCode = id, code(shares.Delete(id, h.nowMs()))
+				gone, err := shares.Delete(id, h.nowMs())
+				if err == nil {
+					err = h.deleteShareStates(gone)
+				}
+				g.Group, g.ErrorCode = id, code(err)
 				shared = append(shared, g)
 				continue
 			}

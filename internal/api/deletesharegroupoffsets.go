@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/gregor-project/gregor/internal/share"
 )
 
 // DeleteShareGroupOffsets v0 (KIP-932): forgets a share group's share-partitions of the
@@ -46,7 +48,10 @@ func handleDeleteShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kms
 			err = kerr.UnknownTopicOrPartition
 		default:
 			t.TopicID = mt.ID
-			err = h.shareManager().Forget(req.GroupID, mt.ID, h.nowMs())
+			var gone []share.Key
+			if gone, err = h.shareManager().Forget(req.GroupID, mt.ID, h.nowMs()); err == nil {
+				err = h.deleteShareStates(gone)
+			}
 		}
 		if err != nil {
 			t.ErrorCode, t.ErrorMessage = code(err), errMsg(err)

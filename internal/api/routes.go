@@ -65,6 +65,7 @@ func init() {
 		kmsg.WriteTxnMarkers.Int16():              {Min: 0, Max: 2, Handle: handleWriteTxnMarkers},
 		kmsg.ReadShareGroupState.Int16():          {Min: 0, Max: 0, Handle: handleReadShareGroupState},
 		kmsg.WriteShareGroupState.Int16():         {Min: 0, Max: 0, Handle: handleWriteShareGroupState},
+		kmsg.DeleteShareGroupState.Int16():        {Min: 0, Max: 0, Handle: handleDeleteShareGroupState},
 		kmsg.DescribeTransactions.Int16():         {Min: 0, Max: 0, Handle: handleDescribeTransactions},
 		kmsg.ListTransactions.Int16():             {Min: 0, Max: 2, Handle: handleListTransactions},
 		kmsg.DescribeProducers.Int16():            {Min: 0, Max: 0, Handle: handleDescribeProducers},

@@ -202,3 +202,53 @@ func shareStateUnavailable(err error) error {
 	}
 	return err
 }
+
+// deleteShareStates deletes the persisted state of share-partitions dropped here (a deleted
+// share group, DeleteShareGroupOffsets), so a later fetch starts them afresh rather than
+// reading the old state back.
+func (h *Handler) deleteShareStates(keys []share.Key) error {
+	for _, k := range keys {
+		if err := h.deleteShareState(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Handler) deleteShareState(k share.Key) error {
+	if h.ShareStates == nil {
+		return nil
+	}
+	node, err := h.shareStateLeader(k)
+	if err != nil {
+		return err
+	}
+	if node == h.NodeID {
+		return h.ShareStates.Delete(k)
+	}
+	if h.Brokers == nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	req := kmsg.NewPtrDeleteShareGroupStateRequest()
+	req.GroupID = k.Group
+	rt := kmsg.NewDeleteShareGroupStateRequestTopic()
+	rt.TopicID = k.Topic
+	rp := kmsg.NewDeleteShareGroupStateRequestTopicPartition()
+	rp.Partition = k.Partition
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
+	defer cancel()
+	resp, err := h.Brokers.Request(ctx, node, req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	r := resp.(*kmsg.DeleteShareGroupStateResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return kerr.CoordinatorNotAvailable
+	}
+	if c := r.Topics[0].Partitions[0].ErrorCode; c != 0 {
+		return kerr.ErrorForCode(c)
+	}
+	return nil
+}

@@ -315,25 +315,28 @@ func (m *Manager) Has(id string) bool {
 	return m.mu.groups[id] != nil
 }
 
-// Delete removes an empty share group and its share-partitions' state.
-func (m *Manager) Delete(id string, nowMs int64) error {
+// Delete removes an empty share group and its share-partitions' state here; it returns
+// the share-partitions dropped, whose persisted state the caller deletes.
+func (m *Manager) Delete(id string, nowMs int64) ([]Key, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.mu.groups[id]
 	if g == nil {
-		return ErrNoGroup
+		return nil, ErrNoGroup
 	}
 	g.Expire(nowMs)
 	if len(g.Members) > 0 {
-		return ErrGroupNotEmpty
+		return nil, ErrGroupNotEmpty
 	}
 	delete(m.mu.groups, id)
+	var gone []Key
 	for k := range m.mu.parts {
 		if k.Group == id {
 			delete(m.mu.parts, k)
+			gone = append(gone, k)
 		}
 	}
-	return nil
+	return gone, nil
 }
 
 // Summary is a share-partition's progress, for DescribeShareGroupOffsets.
@@ -399,17 +402,20 @@ func (m *Manager) SetStart(k Key, leaderEpoch int32, cfg Config, start, nowMs in
 }
 
 // Forget drops the state of group's share-partitions of topic (DeleteShareGroupOffsets); the
-// group must exist and have no members.
-func (m *Manager) Forget(group string, topic [16]byte, nowMs int64) error {
+// group must exist and have no members. It returns the share-partitions dropped, whose
+// persisted state the caller deletes.
+func (m *Manager) Forget(group string, topic [16]byte, nowMs int64) ([]Key, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.emptyLocked(group, nowMs); err != nil {
-		return err
+		return nil, err
 	}
+	var gone []Key
 	for k := range m.mu.parts {
 		if k.Group == group && k.Topic == topic {
 			delete(m.mu.parts, k)
+			gone = append(gone, k)
 		}
 	}
-	return nil
+	return gone, nil
 }

@@ -237,6 +237,31 @@ func (c *StateCoordinator) Write(k Key, s PartitionState) error {
 	return nil
 }
 
+// Delete is DeleteShareGroupState for one share-partition: its state is gone (a tombstone
+// of its ShareSnapshot key, which compaction then removes) once the tombstone is on the
+// ISR; a share-partition with no state is no error.
+func (c *StateCoordinator) Delete(k Key) error {
+	sh, err := c.shard(k)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if _, ok := sh.mu.states[k]; !ok {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	rec := coordinator.Record{Key: stateRecordKey(recSnapshot, k)}
+	wait, err := coordinator.Append(sh.term, []coordinator.Record{rec}, nil, now, c.timeoutMs)
+	if err == nil && wait != nil {
+		err = coordinator.AwaitCommit(sh.term.Ctx, wait, time.Duration(c.timeoutMs)*time.Millisecond+time.Second)
+	}
+	if err != nil {
+		return stateAppendError(err)
+	}
+	delete(sh.mu.states, k)
+	return nil
+}
+
 // stateAppendError names an append failure as Kafka's share coordinator answers it: a
 // partition no longer led here is NOT_COORDINATOR, anything else that may pass
 // COORDINATOR_NOT_AVAILABLE (the writer retries), a record too large is kept.
