@@ -1,8 +1,9 @@
 // Package coordinator is what Gregor's coordinators share (Kafka's coordinator-common and its
 // CoordinatorRuntime): the group coordinator (internal/group, over __consumer_offsets), the
-// transaction coordinator (internal/txn, over __transaction_state), and the share group
-// coordinator to come. Each of them is a deterministic core per partition of its topic and an
-// edge around the cores; this package holds the parts of the edge that do not depend on
+// transaction coordinator (internal/txn, over __transaction_state), and the share coordinator
+// (internal/share StateCoordinator, over __share_group_state, whose per-partition state is a
+// map of share-partition states written one record at a time). Each of them is a core per
+// partition of its topic and an edge around the cores; this package holds the parts of the edge that do not depend on
 // what the core is, and the deadline queue the cores keep.
 //
 // # What it owns

@@ -17,7 +17,8 @@
 // under its mutex, each share-partition behind its own lock (Part), taken for one fetch's log
 // read and acquisition or one request's acknowledgements, and waking fetches parked on it when
 // an acknowledgement or release frees records. state.go is a share-partition's state as it is
-// to be persisted.
+// persisted, records.go its records in __share_group_state, statecoord.go the share
+// coordinator that keeps them.
 //
 // Invariants of a Partition (checked by its property test):
 //   - start <= end; every offset below start is Acknowledged or Archived (and forgotten);
@@ -30,38 +31,57 @@
 //     (group.share.delivery.count.limit) a release or a lock expiry archives it instead of
 //     making it Available again.
 //
-// Durability (not built yet). State lives in memory on the partition leader and on the group
-// coordinator: a broker restart or a change of the partition's leader starts a
-// share-partition afresh at the high watermark (share.auto.offset.reset=latest), and state
-// kept from an earlier leader epoch is dropped (Manager.Partition). The design that closes
-// this gap is Kafka's:
+// Durability. A share-partition's state is kept in the compacted internal topic
+// __share_group_state by the share coordinator (StateCoordinator, statecoord.go), the third
+// user of internal/coordinator's Runtime after the group and transaction coordinators:
 //
-//   - A share coordinator, the third user of internal/coordinator's Runtime (after the group
-//     and transaction coordinators), over the compacted internal topic __share_group_state
-//     (share.coordinator.state.topic.num.partitions 50, .replication.factor 3, .min.isr 2;
-//     the last two are refused at start-up until then). The key "group:topic-id:partition"
-//     routes a share-partition to a state partition; FindCoordinator key type 2 (SHARE) finds
-//     its leader.
-//   - Its records, as Kafka writes them: key = int16 record type (0 ShareSnapshot,
-//     1 ShareUpdate) then {GroupId string, TopicId uuid, Partition int32}; ShareSnapshot value
-//     (flexible) {SnapshotEpoch uint16, StateEpoch int32, LeaderEpoch int32, StartOffset int64,
-//     StateBatches [{FirstOffset int64, LastOffset int64, DeliveryState int8 (0 Available,
-//     2 Acknowledged, 4 Archived), DeliveryCount int16}]}; a ShareUpdate carries only the
-//     batches that changed, and a new snapshot is written every
-//     share.coordinator.snapshot.update.records.per.snapshot updates. Replay keeps the latest
-//     snapshot per key with the updates after it; a tombstone (DeleteShareGroupState) ends
-//     the key.
-//   - The partition leader reads a share-partition's state (ReadShareGroupState) before its
-//     first fetch, InitializeShareGroupState having been sent by the group coordinator when
-//     the partition was first assigned (start offset from share.auto.offset.reset), and writes
-//     each change (WriteShareGroupState: start offset, leader epoch, changed batches) before it
-//     answers the acknowledgement that caused it, so an answered ACCEPT is never lost. An
-//     acquisition is not written: after a restart or a leader change the records that were
-//     Acquired are Available again with their delivery count kept (Kafka does the same).
-//     ReadShareGroupStateSummary answers DescribeShareGroupOffsets across brokers.
-//   - In this package: Partition.Snapshot (the state batches: runs of equal state and
-//     delivery count, Acquired written as Available) and Restore (a Partition rebuilt from
-//     them, equal to the original with every Acquired record Available again) are built
-//     (state.go) and checked at every step of the property test; still to come are the
-//     batches changed since the last write (for ShareUpdate) and the coordinator itself.
+//   - The topic: share.coordinator.state.topic.num.partitions (50) partitions,
+//     .replication.factor (3, capped by the brokers registered when it is created),
+//     min.insync.replicas .min.isr (2, capped by the replicas), compacted, uncompressed,
+//     internal; created on the first fetch of a share-partition (internal/api sharestate.go).
+//   - Routing: the key "group:topic-id:partition" (StateKey; the topic id in Kafka's base64
+//     form) goes to partition StatePartitionFor (Java's String.hashCode, abs, mod n); the
+//     partition's leader owns the state. FindCoordinator key type 2 (SHARE) is not served
+//     yet: partition leaders find the coordinator in the metadata image.
+//   - Records (records.go), as Kafka writes them: key = int16 record type (0 ShareSnapshot,
+//     1 ShareUpdate) then, not flexible, {GroupId string, TopicId uuid, Partition int32};
+//     ShareSnapshotValue v0 (flexible) {SnapshotEpoch uint16, StateEpoch int32, LeaderEpoch
+//     int32, StartOffset int64, StateBatches [{FirstOffset int64, LastOffset int64,
+//     DeliveryState int8 (0 Available, 2 Acknowledged, 4 Archived), DeliveryCount int16}]};
+//     ShareUpdateValue v0 {SnapshotEpoch int32, LeaderEpoch int32, StartOffset int64 (-1:
+//     unchanged), StateBatches}. A nil value (DeleteShareGroupState) ends the key.
+//   - Every Write appends one ShareSnapshot (the whole state) and answers once it is on the
+//     ISR (acks=all, in the shard's leader epoch, so a coordinator whose term is over writes
+//     nothing). Replay on election keeps the latest snapshot per key and merges the
+//     ShareUpdates after it (applyUpdate), so logs written with updates, as Kafka writes
+//     them, load too. Writing updates between snapshots (bounded by
+//     share.coordinator.snapshot.update.records.per.snapshot) is still to come; with
+//     snapshots only, compaction keeps exactly one record per share-partition.
+//   - Fencing: a Write or Read in a leader epoch older than the stored one is
+//     FENCED_LEADER_EPOCH; a Write of another state epoch is FENCED_STATE_EPOCH.
+//
+// The partition leader's side (internal/api sharefetch.go, sharestate.go): on its first fetch
+// of a share-partition in a leader epoch it reads the state back (in process when it leads
+// the state partition, else ReadShareGroupState to the broker that does) and rebuilds the
+// Partition with Restore: acknowledged and archived records never come back, records that
+// were Acquired are Available again with their delivery count kept (an acquisition is not
+// written, as in Kafka). A share-partition with no state starts at the high watermark, and
+// that start is written at once (Kafka's InitializeShareGroupState), so records acquired
+// before a crash and never acknowledged are not skipped. Each request's acknowledgements of
+// a partition are applied and the resulting state written (WriteShareGroupState) before the
+// answer, under the share-partition's lock; if the write fails the share-partition is put
+// back as it was (Partition.Clone) and the acknowledgement answered with the error, so an
+// answered ACCEPT is never lost. AlterShareGroupOffsets writes the new start;
+// DeleteShareGroupOffsets and deleting a share group delete the state
+// (DeleteShareGroupState). While the state cannot be read (the state partition being
+// elected or loaded) a fetch answers the partition NOT_LEADER_OR_FOLLOWER, which Kafka's
+// share consumer retries.
+//
+// Not persisted yet: releases and lock expiries (their records are Available after a restart
+// anyway; only their delivery counts may be lower), share group membership on the group
+// coordinator (members rejoin after it moves), the state epoch's bump on a reset
+// (InitializeShareGroupState), and ReadShareGroupStateSummary (DescribeShareGroupOffsets
+// still reads the share-partitions this broker leads). Two first fetches racing on a new
+// share-partition may persist different high watermarks as its start; the one installed
+// wins in memory, and the first acknowledgement writes its state.
 package share

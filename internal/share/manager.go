@@ -117,7 +117,8 @@ func (p *Part) Unlock() { p.mu.Unlock() }
 // Partition returns the share-partition of k as led in leaderEpoch, creating it with start
 // (called under the Manager's lock, only when it is created) and cfg. State kept from
 // another leader epoch is dropped: this broker lost leadership in between, and what it held
-// then is stale (until share-partition state is persisted, a new leader starts afresh).
+// then is stale. The broker reads persisted state back and uses Install instead; this
+// serves a share-partition kept in memory only.
 func (m *Manager) Partition(k Key, leaderEpoch int32, cfg Config, start func() int64) *Part {
 	m.mu.Lock()
 	defer m.mu.Unlock()
