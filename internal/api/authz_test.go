@@ -780,6 +780,30 @@ func TestAuthzClusterAdmin(t *testing.T) {
 		}(), func(r kmsg.Response) int16 {
 			return r.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
 		}},
+		{"ReadShareGroupState", func() kmsg.Request {
+			r := kmsg.NewPtrReadShareGroupStateRequest()
+			r.GroupID = "g"
+			r.Topics = []kmsg.ReadShareGroupStateRequestTopic{{Partitions: []kmsg.ReadShareGroupStateRequestTopicPartition{{Partition: 0}}}}
+			return r
+		}(), func(r kmsg.Response) int16 {
+			return r.(*kmsg.ReadShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"WriteShareGroupState", func() kmsg.Request {
+			r := kmsg.NewPtrWriteShareGroupStateRequest()
+			r.GroupID = "g"
+			r.Topics = []kmsg.WriteShareGroupStateRequestTopic{{Partitions: []kmsg.WriteShareGroupStateRequestTopicPartition{{Partition: 0}}}}
+			return r
+		}(), func(r kmsg.Response) int16 {
+			return r.(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"DeleteShareGroupState", func() kmsg.Request {
+			r := kmsg.NewPtrDeleteShareGroupStateRequest()
+			r.GroupID = "g"
+			r.Topics = []kmsg.DeleteShareGroupStateRequestTopic{{Partitions: []kmsg.DeleteShareGroupStateRequestTopicPartition{{Partition: 0}}}}
+			return r
+		}(), func(r kmsg.Response) int16 {
+			return r.(*kmsg.DeleteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+		}},
 		{"AddPartitionsToTxn v4 (broker to broker)", func() kmsg.Request {
 			r := kmsg.NewPtrAddPartitionsToTxnRequest()
 			r.SetVersion(4)
