@@ -11,6 +11,7 @@ import (
 	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/group"
 	"github.com/gregor-project/gregor/internal/metadata"
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/txn"
 )
 
@@ -87,7 +88,7 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName
+			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName || *rt.Topic == share.StateTopic
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		} else if t = im.Topic(*rt.Topic); t == nil {
@@ -108,7 +109,7 @@ func handleMetadata(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Repl
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = rt.Topic
 			mt.ErrorCode = code(err)
-			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName
+			mt.IsInternal = *rt.Topic == group.TopicName || *rt.Topic == txn.TopicName || *rt.Topic == share.StateTopic
 			if err != kerr.TopicAuthorizationFailed {
 				mt = withOps(mt)
 			}

@@ -55,8 +55,11 @@
 //     nothing). Replay on election keeps the latest snapshot per key and merges the
 //     ShareUpdates after it (applyUpdate), so logs written with updates, as Kafka writes
 //     them, load too. Writing updates between snapshots (bounded by
-//     share.coordinator.snapshot.update.records.per.snapshot) is still to come; with
-//     snapshots only, compaction keeps exactly one record per share-partition.
+//     share.coordinator.snapshot.update.records.per.snapshot) is not done: compaction keeps
+//     only the latest ShareUpdate of a key, so an update would have to carry every change
+//     since its snapshot; with snapshots only, compaction keeps exactly the latest state
+//     of each share-partition, at the cost of writing the whole window (at most
+//     group.share.partition.max.record.locks records, as runs) on each acknowledgement.
 //   - Fencing: a Write or Read in a leader epoch older than the stored one is
 //     FENCED_LEADER_EPOCH; a Write of another state epoch is FENCED_STATE_EPOCH.
 //
