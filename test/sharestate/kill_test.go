@@ -23,7 +23,6 @@ import (
 
 const (
 	topic       = "jobs"
-	group       = "durable-workers"
 	statePartNs = 3 // share.coordinator.state.topic.num.partitions here
 	ackAccept   = 1
 )
@@ -33,6 +32,7 @@ const (
 type member struct {
 	t       *testing.T
 	c       *testutil.Cluster
+	group   string
 	id      string
 	topicID [16]byte
 	node    int32 // the leader its share session is open on
@@ -68,7 +68,7 @@ func (m *member) fetch(acks []kmsg.ShareFetchRequestTopicPartitionAcknowledgemen
 	t := m.t
 	t.Helper()
 	req := kmsg.NewPtrShareFetchRequest()
-	g, id := group, m.id
+	g, id := m.group, m.id
 	req.Version, req.GroupID, req.MemberID = 1, &g, &id
 	req.ShareSessionEpoch, req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords = m.session, waitMs, 1, 1<<20, 100
 	req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: m.topicID, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
@@ -221,9 +221,34 @@ func TestShareStateSurvivesKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	topicID := [16]byte(md.Topics[topic].ID)
-	statePart := share.StatePartitionFor(share.StateKey(share.Key{Group: group, Topic: topicID}), statePartNs)
+
+	// A first share fetch creates __share_group_state; the group is then named so that its
+	// share coordinator is not the partition's leader, which writes and reads its state
+	// with WriteShareGroupState and ReadShareGroupState.
+	warm := &member{t: t, c: c, group: "warm-up", id: "warm-up", topicID: topicID, node: st.Leader}
+	for tries := 0; ; tries++ {
+		if tries == 120 {
+			t.Fatal("the warm-up share-partition never started")
+		}
+		if _, perr, _ := warm.fetch(nil, 500); perr == 0 {
+			break
+		}
+	}
+	var group string
+	var statePart int32
+	for i := 0; group == ""; i++ {
+		if i == 100 {
+			t.Fatalf("every %s partition is led by the partition's leader %d", share.StateTopic, st.Leader)
+		}
+		g := fmt.Sprintf("durable-workers-%d", i)
+		p := share.StatePartitionFor(share.StateKey(share.Key{Group: g, Topic: topicID}), statePartNs)
+		s := replication.WaitPartition(t, c, share.StateTopic, p, time.Minute, replication.PartitionState.FullISR, "a full ISR")
+		if s.Leader != st.Leader {
+			group, statePart = g, p
+		}
+	}
 	newMember := func(i int, node int32) *member {
-		return &member{t: t, c: c, id: fmt.Sprintf("member-%d", i), topicID: topicID, node: node}
+		return &member{t: t, c: c, group: group, id: fmt.Sprintf("member-%d", i), topicID: topicID, node: node}
 	}
 	accepted := map[int64]bool{}
 
