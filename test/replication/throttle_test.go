@@ -270,3 +270,68 @@ func waitConfig(t *testing.T, what, want string, describe func() (kadm.ResourceC
 		time.Sleep(50 * time.Millisecond) // polling for the config to be applied
 	}
 }
+
+// An in-sync replica is never throttled, on either side, as in Kafka ("to avoid ISR
+// thrashing", ReplicaManager.shouldLeaderThrottle and the follower's shouldFollowerThrottle):
+// with a rate of 1 B/s over every replica of a topic, acks=all writes of megabytes still
+// complete with both replicas in sync, and the follower holds all of them.
+func TestReplicationThrottleSparesInSyncReplicas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Kafka's replica.lag.time.max.ms (embed shortens it): a stalled follower stays in the
+	// ISR past the writes' deadline, so acks=all can only complete through it.
+	c, err := embed.StartCluster(ctx, 3, embed.Options{Config: map[string]string{"replica.lag.time.max.ms": "30000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ProducerBatchMaxBytes(1<<20), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, side := range []string{"leader", "follower"} {
+		t.Run(side, func(t *testing.T) {
+			topic := "insync-" + side
+			createOn(ctx, t, cl, topic, 1, 2)
+			waitReplicated(ctx, t, adm, topic, []int32{1, 2})
+			rateKey, replicasKey := side+".replication.throttled.rate", side+".replication.throttled.replicas"
+			one, all := "1", "*"
+			alter(t, "broker", func() (kadm.AlterConfigsResponses, error) {
+				return adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: rateKey, Value: &one}}, 1, 2)
+			})
+			defer alter(t, "broker", func() (kadm.AlterConfigsResponses, error) {
+				return adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: rateKey}}, 1, 2)
+			})
+			alter(t, "topic", func() (kadm.AlterConfigsResponses, error) {
+				return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: replicasKey, Value: &all}}, topic)
+			})
+			for _, b := range []int32{1, 2} {
+				waitBrokerConfig(ctx, t, adm, b, rateKey, one)
+			}
+			waitTopicConfig(ctx, t, adm, topic, replicasKey, all)
+
+			// 4 MiB, several fetches' worth: past the throttle's burst and first fetch. The
+			// writes must finish before replica.lag.time.max.ms (30 s) could take the follower
+			// out of the ISR and let them complete without it.
+			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+			defer pcancel()
+			value := make([]byte, 50<<10)
+			for i := range 80 {
+				rand.Read(value)
+				if err := cl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+					t.Fatalf("acks=all record %d with the in-sync follower under a 1 B/s %s throttle: %v", i, side, err)
+				}
+			}
+			md, err := adm.Metadata(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if isr := slices.Sorted(slices.Values(md.Topics[topic].Partitions[0].ISR)); !slices.Equal(isr, []int32{1, 2}) {
+				t.Fatalf("ISR %v after the writes, want [1 2]", isr)
+			}
+			waitReplicated(ctx, t, adm, topic, []int32{1, 2})
+		})
+	}
+}
