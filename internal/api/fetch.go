@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -345,15 +346,17 @@ func (f *fetch) read() (int, bool) {
 			if limit <= 0 && total > 0 {
 				continue
 			}
-			// The leader's replication quota: a throttled replica gets no records while the
-			// quota is exceeded (replicationquota.go).
+			// The leader's replication quota: the bytes of a throttled replica draw on it, and
+			// one that is not in the ISR gets no records while it is exceeded; an in-sync one
+			// is never held back, as in Kafka (ReplicaManager.shouldLeaderThrottle: no ISR
+			// thrashing). See replicationquota.go.
 			rate := int64(0)
 			if f.replicaID >= 0 {
 				if rate = f.h.leaderThrottleRate(); rate > 0 && !f.h.leaderThrottled(p) {
 					rate = 0
 				}
 			}
-			if rate > 0 && f.h.leaderQuota().inDebt(rate, f.h.Now()) {
+			if rate > 0 && !slices.Contains(p.LeaderISR(), f.replicaID) && f.h.leaderQuota().inDebt(rate, f.h.Now()) {
 				continue
 			}
 			n, err := f.readPartition(p, fp, rp.FetchOffset, limit, total == 0 && f.req.Version >= 3)

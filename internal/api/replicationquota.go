@@ -14,8 +14,10 @@ import (
 // leader serves to followers for the replicas listed in a topic's
 // leader.replication.throttled.replicas draw on one token bucket per broker, filled at
 // leader.replication.throttled.rate bytes per second (a one-second burst); while it is in debt
-// a follower's fetch gets no records for those replicas, so moving a partition does not take
-// the leader's bandwidth from producers and the other followers. The follower side is
+// a follower that is not in the partition's ISR gets no records for those replicas, so moving
+// a partition does not take the leader's bandwidth from producers and the other followers.
+// An in-sync follower's bytes count but are never held back (Kafka's shouldLeaderThrottle),
+// so a throttle over "*" does not take replicas out of the ISR. The follower side is
 // replica.FetcherOptions.Throttle.
 
 // leaderQuota is the bucket. Safe for concurrent use.

@@ -56,9 +56,11 @@ import (
 // Throttle (follower.replication.throttled.rate, Kafka's follower quota): the bytes that
 // throttled replicas (Throttled: follower.replication.throttled.replicas) receive draw on one
 // token bucket shared by every source broker's goroutine, filled at Throttle() bytes per second
-// (a one-second burst). While the bucket is in debt a fetch leaves the throttled partitions
-// out, so a reassignment's catch-up does not starve the other partitions' replication; a
-// fetch made of throttled partitions only waits for the bucket.
+// (a one-second burst). While the bucket is in debt a fetch leaves out the throttled
+// partitions not in sync (caught up to the leader's high watermark at the last answer, as
+// Kafka's shouldFollowerThrottle spares in-sync replicas), so a reassignment's catch-up does
+// not starve the other partitions' replication; a fetch made only of partitions left out
+// waits for the bucket.
 
 // Request versions the fetcher speaks.
 const (

@@ -401,17 +401,26 @@ func (sf *sourceFetcher) throttled(rate int64, rp roundPart) bool {
 	return rate > 0 && sf.f.o.Throttled(rp.st.topic, rp.st.partition)
 }
 
+// inSync reports whether rp's replica had caught up with the leader's high watermark at the
+// last answer (Kafka's PartitionFetchState.isReplicaInSync: a known lag of 0).
+func (sf *sourceFetcher) inSync(rp roundPart) bool {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	return rp.st.leaderHW >= 0 && rp.st.p.LocalLog().LogEndOffset >= rp.st.leaderHW
+}
+
 // withinQuota returns the partitions the round may fetch under the replication throttle:
-// all of them while the bucket has tokens; when it is in debt only the unthrottled ones
-// (Kafka's follower quota), or, if every partition is throttled, all of them once the
-// bucket is out of debt.
+// all of them while the bucket has tokens; when it is in debt only the unthrottled ones and
+// the in-sync ones (Kafka's follower quota: shouldFollowerThrottle spares an in-sync replica,
+// so the throttle does not take it out of the ISR), or, if every partition is held back, all
+// of them once the bucket is out of debt.
 func (sf *sourceFetcher) withinQuota(ctx context.Context, parts []roundPart, rate int64) ([]roundPart, error) {
 	if rate <= 0 || !sf.f.bucket.inDebt(rate, sf.f.o.Now) {
 		return parts, nil
 	}
 	kept := parts[:0:0]
 	for _, rp := range parts {
-		if !sf.throttled(rate, rp) {
+		if !sf.throttled(rate, rp) || sf.inSync(rp) {
 			kept = append(kept, rp)
 		}
 	}

@@ -25,6 +25,12 @@ func regLeader1(epoch int32) Registration {
 	return Registration{Leader: 1, LeaderEpoch: epoch, PartitionEpoch: epoch, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
 }
 
+// regNewReplica2 is leader 1 with follower 2 not in the ISR, as a reassignment's new
+// replica is: the one the replication throttle holds back (an in-sync one it never does).
+func regNewReplica2(epoch int32) Registration {
+	return Registration{Leader: 1, LeaderEpoch: epoch, PartitionEpoch: epoch, Replicas: []int32{1, 2}, ISR: []int32{1}}
+}
+
 func testFetchers(t testing.TB, endpoint func(int32) (string, bool), mod func(*FetcherOptions)) *Fetchers {
 	o := FetcherOptions{
 		LocalID:   2,
@@ -380,10 +386,10 @@ func TestFetcherMovesToNewLeader(t *testing.T) {
 	}
 }
 
-// The replication throttle bounds the follower's fetched bytes per second.
+// The replication throttle bounds the fetched bytes per second of a follower not in sync.
 func TestFetcherThrottle(t *testing.T) {
 	s := startTestLeader(t, 1)
-	leader := s.lead("t", 0, regLeader1(1))
+	leader := s.lead("t", 0, regNewReplica2(1))
 	big := bytes.Repeat([]byte("v"), 400) // a batch fits a test segment (2 KiB)
 	for range 150 {
 		s.produce("t", 0, string(big), string(big))
@@ -411,8 +417,8 @@ func TestFetcherThrottle(t *testing.T) {
 // with the same backlog, is still far behind.
 func TestFetcherThrottlesOnlyThrottledReplicas(t *testing.T) {
 	s := startTestLeader(t, 1)
-	s.lead("t", 0, regLeader1(1))
-	s.lead("t", 1, regLeader1(1))
+	s.lead("t", 0, regNewReplica2(1))
+	s.lead("t", 1, regNewReplica2(1))
 	big := bytes.Repeat([]byte("v"), 400)
 	for range 60 {
 		s.produce("t", 0, string(big), string(big))

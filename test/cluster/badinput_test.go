@@ -27,7 +27,8 @@ import (
 // A three-node cluster refuses bad input, each time with an error that says
 // what is wrong, and is unchanged after it: a second process with a node id
 // in use, a broker of another cluster, malformed reassignment plans, and a
-// reassignment onto a broker that is down.
+// reassignment onto a broker that is down (the controller accepts it, as
+// Kafka's does, while the reassign tool refuses it).
 func TestBadInput(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -224,13 +225,22 @@ func TestBadInput(t *testing.T) {
 			was := waitSameView(ctx, t, survivors, 20*time.Second, func(v clusterView) error { return wantBrokers(v, live) })
 			t.Logf("broker %d killed: fenced after %v", dead, time.Since(killed))
 
+			// The controller accepts a registered but fenced target, as Kafka's KRaft
+			// controller does: the reassignment waits for the broker, and is cancelled here.
 			cl := c.Client(t)
 			for _, target := range [][]int32{{live[0], dead}, {live[0], live[1], dead}, {dead}} {
-				err := reassign(ctx, cl, "to-dead", 0, target)
-				if !errors.Is(err, kerr.InvalidReplicaAssignment) || !strings.Contains(err.Error(), fmt.Sprintf("broker %d is fenced", dead)) {
-					t.Errorf("reassigning to-dead-0 to %v (broker %d dead): %v, want INVALID_REPLICA_ASSIGNMENT naming it", target, dead, err)
+				if err := reassign(ctx, cl, "to-dead", 0, target); err != nil {
+					t.Errorf("reassigning to-dead-0 to %v (broker %d dead, still registered): %v", target, dead, err)
+					continue
+				}
+				if err := reassign(ctx, cl, "to-dead", 0, nil); err != nil {
+					t.Errorf("cancelling the reassignment of to-dead-0 to %v: %v", target, err)
 				}
 			}
+			if err := reassign(ctx, cl, "to-dead", 0, []int32{live[0], 99}); !errors.Is(err, kerr.InvalidReplicaAssignment) || !strings.Contains(err.Error(), "broker 99 is not registered") {
+				t.Errorf("reassigning to-dead-0 to unregistered broker 99: %v, want INVALID_REPLICA_ASSIGNMENT naming it", err)
+			}
+			// The tool, like kafka-reassign-partitions.sh, refuses a broker the cluster does not describe.
 			plan := cli.ReassignmentPlan{Version: cli.PlanVersion, Partitions: []cli.PlanPartition{{Topic: "to-dead", Partition: 0, Replicas: []int32{live[0], dead}}}}
 			if err := cli.ExecuteReassignment(ctx, cl, plan, cli.ExecuteOptions{}, io.Discard); err == nil {
 				t.Errorf("reassign execute onto dead broker %d succeeded", dead)

@@ -234,7 +234,6 @@ func TestReassignment(t *testing.T) {
 		r    ReassignmentRequest
 		want *kerr.Error
 	}{
-		{"dead broker", ReassignmentRequest{"t", 2, ids(2, 5)}, kerr.InvalidReplicaAssignment}, // 5 is fenced and new to t-2
 		{"unknown broker", ReassignmentRequest{"t", 2, ids(2, 9)}, kerr.InvalidReplicaAssignment},
 		{"duplicate replica", ReassignmentRequest{"t", 2, ids(2, 2)}, kerr.InvalidReplicaAssignment},
 		{"empty", ReassignmentRequest{"t", 2, []int32{}}, kerr.InvalidReplicaAssignment},
@@ -253,6 +252,42 @@ func TestReassignment(t *testing.T) {
 	if snap != string(h.c.Image().Snapshot()) {
 		t.Fatal("cluster changed")
 	}
+}
+
+// A registered broker that is fenced may be a reassignment's target, as Kafka's KRaft
+// controller allows (only an unregistered one is INVALID_REPLICA_ASSIGNMENT): the
+// reassignment is accepted and stays in progress until the broker is back and in the ISR.
+func TestReassignToFencedBroker(t *testing.T) {
+	h := newHarness(t)
+	h.brokers(3)
+	h.manual("t", ids(1, 2))
+	recs, _ := h.c.Heartbeat(h.now, HeartbeatRequest{NodeID: 3, BrokerEpoch: h.epoch(3), CurrentMetadataOffset: h.offset, WantFence: true})
+	h.apply(recs)
+	if !h.c.Image().Broker(3).Fenced {
+		t.Fatal("broker 3 not fenced")
+	}
+	recs, res := h.c.AlterPartitionReassignments([]ReassignmentRequest{{Topic: "t", Partition: 0, Replicas: ids(1, 2, 3)}})
+	wantErr(t, res[0].Err, nil)
+	h.apply(recs)
+	p := h.part("t", 0)
+	if !slices.Equal(p.Replicas, ids(1, 2, 3)) || !slices.Equal(p.Adding, ids(3)) || p.Removing != nil || !slices.Equal(p.ISR, ids(1, 2)) || p.Leader != 1 {
+		t.Fatalf("moving to fenced 3: %v", p)
+	}
+	if got := h.c.ListPartitionReassignments(nil); len(got) != 1 || !slices.Equal(got[0].Adding, ids(3)) {
+		t.Fatalf("list %+v", got)
+	}
+	// Broker 3 comes back and catches up: the reassignment completes.
+	h.heartbeat(3, h.epoch(3))
+	if h.c.Image().Broker(3).Fenced {
+		t.Fatal("broker 3 still fenced")
+	}
+	wantErr(t, h.alterISR("t", 0, 1, 2, 3).Err, nil)
+	if p := h.part("t", 0); !slices.Equal(p.Replicas, ids(1, 2, 3)) || p.Reassigning() || !slices.Equal(p.ISR, ids(1, 2, 3)) {
+		t.Fatalf("completed: %v", p)
+	}
+	// An unregistered broker is still refused.
+	_, res = h.c.AlterPartitionReassignments([]ReassignmentRequest{{Topic: "t", Partition: 0, Replicas: ids(1, 9)}})
+	wantErr(t, res[0].Err, kerr.InvalidReplicaAssignment)
 }
 
 func TestReassignmentSurvivesLeaderFailure(t *testing.T) {

@@ -37,9 +37,11 @@ type ReassignmentResult struct {
 }
 
 // AlterPartitionReassignments starts, replaces or cancels reassignments. The target must be
-// distinct registered brokers, and every broker it adds must be active
-// (INVALID_REPLICA_ASSIGNMENT); cancelling a partition that is not moving is
-// NO_REASSIGNMENT_IN_PROGRESS. Each partition succeeds or fails alone.
+// distinct registered brokers (INVALID_REPLICA_ASSIGNMENT); as in Kafka's KRaft controller
+// (ReplicationControlManager.validateManualPartitionAssignment) a registered broker that is
+// fenced or shutting down may be added: its replica joins the ISR, and the reassignment
+// completes, once the broker is back and has caught up. Cancelling a partition that is not
+// moving is NO_REASSIGNMENT_IN_PROGRESS. Each partition succeeds or fails alone.
 func (c *Controller) AlterPartitionReassignments(reqs []ReassignmentRequest) ([]Record, []ReassignmentResult) {
 	var recs []Record
 	results := make([]ReassignmentResult, len(reqs))
@@ -94,12 +96,8 @@ func (c *Controller) reassign(r ReassignmentRequest, live *liveness) (*Partition
 	}
 	orig := p.Original()
 	for _, id := range target {
-		b := c.im.brokers[id]
-		switch {
-		case b == nil:
+		if c.im.brokers[id] == nil {
 			return nil, errf(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is not registered", r.Topic, r.Partition, id)
-		case !contains(p.Replicas, id) && !live.active(id):
-			return nil, errf(kerr.InvalidReplicaAssignment, "%s-%d: broker %d is fenced or shutting down", r.Topic, r.Partition, id)
 		}
 	}
 	if !p.Reassigning() && slices.Equal(target, p.Replicas) {
