@@ -47,7 +47,7 @@ func init() {
 		kmsg.OffsetFetch.Int16():                  {Min: 0, Max: 9, Handle: handleOffsetFetch},
 		kmsg.TxnOffsetCommit.Int16():              {Min: 0, Max: 5, Handle: handleTxnOffsetCommit},
 		kmsg.OffsetDelete.Int16():                 {Min: 0, Max: 0, Handle: handleOffsetDelete},
-		kmsg.DescribeGroups.Int16():               {Min: 0, Max: 5, Handle: handleDescribeGroups},
+		kmsg.DescribeGroups.Int16():               {Min: 0, Max: 6, Handle: handleDescribeGroups},
 		kmsg.ListGroups.Int16():                   {Min: 0, Max: 5, Handle: handleListGroups},
 		kmsg.DeleteGroups.Int16():                 {Min: 0, Max: 2, Handle: handleDeleteGroups},
 		kmsg.ConsumerGroupHeartbeat.Int16():       {Min: 0, Max: 1, Handle: handleConsumerGroupHeartbeat},

@@ -474,3 +474,26 @@ func TestShareSessionEpochs(t *testing.T) {
 		t.Fatalf("unknown topic id: %+v", r)
 	}
 }
+
+// DescribeGroups of a share group answers as Kafka does for a group that is not a classic
+// group: Dead with no error before v6, GROUP_ID_NOT_FOUND from v6; an unknown group the same.
+func TestShareDescribeGroupsIsNotClassic(t *testing.T) {
+	b := testutil.StartBroker(t, shareBroker...)
+	shareTopic(t, b.Addr(), "dg", "g-dg", 1, 1)
+	c := dialGroupConn(t, b.Addr())
+	for _, id := range []string{"g-dg", "g-none"} {
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups = []string{id}
+		d := c.do(dg, 5).(*kmsg.DescribeGroupsResponse).Groups[0]
+		if d.ErrorCode != 0 || d.State != "Dead" || len(d.Members) != 0 {
+			t.Fatalf("%s v5: %+v", id, d)
+		}
+		d = c.do(dg, 6).(*kmsg.DescribeGroupsResponse).Groups[0]
+		if d.ErrorCode != kerr.GroupIDNotFound.Code || d.State != "Dead" || d.ErrorMessage == nil {
+			t.Fatalf("%s v6: %+v", id, d)
+		}
+		if want := "is not a classic group."; (id == "g-dg") != strings.HasSuffix(*d.ErrorMessage, want) {
+			t.Fatalf("%s v6 message %q", id, *d.ErrorMessage)
+		}
+	}
+}
