@@ -55,6 +55,7 @@ import (
 //	                               WRITE on some TOPIC (KIP-679)
 //	FindCoordinator              DESCRIBE GROUP                  GROUP_AUTHORIZATION_FAILED (per key, v4+)
 //	                             DESCRIBE TRANSACTIONAL_ID       TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+//	  (SHARE key, v6+)           CLUSTER_ACTION CLUSTER          CLUSTER_AUTHORIZATION_FAILED (per key)
 //	JoinGroup, SyncGroup,        READ GROUP                      GROUP_AUTHORIZATION_FAILED
 //	  Heartbeat, LeaveGroup
 //	OffsetCommit                 READ GROUP                      every partition GROUP_AUTHORIZATION_FAILED

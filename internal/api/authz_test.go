@@ -804,6 +804,11 @@ func TestAuthzClusterAdmin(t *testing.T) {
 		}(), func(r kmsg.Response) int16 {
 			return r.(*kmsg.DeleteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
 		}},
+		{"FindCoordinator share key", func() kmsg.Request {
+			r := findCoordinatorReq(2, "g:AAAAAAAAAAAAAAAAAAAAAQ:0")()
+			r.SetVersion(6)
+			return r
+		}(), func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode }},
 		{"AddPartitionsToTxn v4 (broker to broker)", func() kmsg.Request {
 			r := kmsg.NewPtrAddPartitionsToTxnRequest()
 			r.SetVersion(4)

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
@@ -495,5 +497,48 @@ func TestShareDescribeGroupsIsNotClassic(t *testing.T) {
 		if want := "is not a classic group."; (id == "g-dg") != strings.HasSuffix(*d.ErrorMessage, want) {
 			t.Fatalf("%s v6 message %q", id, *d.ErrorMessage)
 		}
+	}
+}
+
+// FindCoordinator v6 with the SHARE key type finds the leader of the __share_group_state
+// partition a share-partition's key "group:topic-id:partition" hashes to; earlier versions
+// and malformed keys are INVALID_REQUEST.
+func TestShareFindCoordinatorShareKey(t *testing.T) {
+	b := testutil.StartBroker(t, shareBroker...)
+	cs := shareTopic(t, b.Addr(), "fc", "g-fc", 1, 1)
+	key := "g-fc:" + base64.RawURLEncoding.EncodeToString(cs[0].topicID[:]) + ":0"
+	c := dialGroupConn(t, b.Addr())
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 2, []string{key, "g-fc:not-an-id:0", "g-fc:0"}
+	resp := c.do(fc, 6).(*kmsg.FindCoordinatorResponse)
+	if len(resp.Coordinators) != 3 {
+		t.Fatalf("coordinators %+v", resp.Coordinators)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("__share_group_state")
+	md.Topics = append(md.Topics, mt)
+	mresp := c.do(md, 12).(*kmsg.MetadataResponse)
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("metadata of __share_group_state: %+v", mresp.Topics)
+	}
+	n := int32(len(mresp.Topics[0].Partitions))
+	want := int32(-1)
+	for _, p := range mresp.Topics[0].Partitions {
+		if p.Partition == share.StatePartitionFor(key, n) {
+			want = p.Leader
+		}
+	}
+	if got := resp.Coordinators[0]; got.ErrorCode != 0 || got.NodeID != want || got.NodeID < 0 || got.Port <= 0 {
+		t.Fatalf("share coordinator of %s: %+v, want node %d", key, got, want)
+	}
+	for _, bad := range resp.Coordinators[1:] {
+		if bad.ErrorCode != kerr.InvalidRequest.Code || bad.NodeID != -1 {
+			t.Fatalf("malformed key %s: %+v", bad.Key, bad)
+		}
+	}
+	fc.CoordinatorKeys = []string{key}
+	if got := c.do(fc, 5).(*kmsg.FindCoordinatorResponse).Coordinators[0]; got.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("SHARE key at v5: %+v", got)
 	}
 }
