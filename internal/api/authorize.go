@@ -95,6 +95,9 @@ import (
 //	                             READ GROUP                      every partition GROUP_AUTHORIZATION_FAILED
 //	                             READ TOPIC                      the topic's partitions TOPIC_AUTHORIZATION_FAILED
 //	WriteTxnMarkers              CLUSTER_ACTION CLUSTER          every partition CLUSTER_AUTHORIZATION_FAILED
+//	Read/Write/Delete/Initialize CLUSTER_ACTION CLUSTER          every partition CLUSTER_AUTHORIZATION_FAILED
+//	  ShareGroupState,
+//	  ReadShareGroupStateSummary
 //	DescribeTransactions         DESCRIBE TRANSACTIONAL_ID       TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 //	                             DESCRIBE TOPIC                  the transaction's partitions of the topic hidden
 //	ListTransactions             DESCRIBE TRANSACTIONAL_ID       hidden

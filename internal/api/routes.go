@@ -66,6 +66,8 @@ func init() {
 		kmsg.ReadShareGroupState.Int16():          {Min: 0, Max: 0, Handle: handleReadShareGroupState},
 		kmsg.WriteShareGroupState.Int16():         {Min: 0, Max: 0, Handle: handleWriteShareGroupState},
 		kmsg.DeleteShareGroupState.Int16():        {Min: 0, Max: 0, Handle: handleDeleteShareGroupState},
+		kmsg.InitializeShareGroupState.Int16():    {Min: 0, Max: 0, Handle: handleInitializeShareGroupState},
+		kmsg.ReadShareGroupStateSummary.Int16():   {Min: 0, Max: 0, Handle: handleReadShareGroupStateSummary},
 		kmsg.DescribeTransactions.Int16():         {Min: 0, Max: 0, Handle: handleDescribeTransactions},
 		kmsg.ListTransactions.Int16():             {Min: 0, Max: 2, Handle: handleListTransactions},
 		kmsg.DescribeProducers.Int16():            {Min: 0, Max: 0, Handle: handleDescribeProducers},
