@@ -124,3 +124,41 @@ func TestShareStateInitializeAndSummary(t *testing.T) {
 		t.Fatalf("summary after refused initializes: %+v", s)
 	}
 }
+
+// DescribeShareGroupOffsets answers a named share-partition this broker does not hold in
+// memory from its share coordinator's summary: its persisted start offset, lag unknown.
+func TestShareDescribeOffsetsFromSummary(t *testing.T) {
+	b := testutil.StartBroker(t, shareBroker...)
+	c := shareTopic(t, b.Addr(), "summ", "g-summ", 1, 10)[0]
+	conn := dialGroupConn(t, b.Addr())
+	// Another group's state for the same partition, written by the coordinator alone.
+	init := kmsg.NewPtrInitializeShareGroupStateRequest()
+	init.GroupID = "g-summ-other"
+	init.Topics = []kmsg.InitializeShareGroupStateRequestTopic{{TopicID: c.topicID,
+		Partitions: []kmsg.InitializeShareGroupStateRequestTopicPartition{{Partition: 0, StateEpoch: 1, StartOffset: 4}}}}
+	for tries := 0; ; tries++ {
+		code := conn.do(init, 0).(*kmsg.InitializeShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+		if code == 0 {
+			break
+		}
+		if code != kerr.CoordinatorLoadInProgress.Code || tries > 1000 {
+			t.Fatalf("initialize: %v", kerr.ErrorForCode(code))
+		}
+	}
+	offs := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	offs.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "g-summ-other",
+		Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "summ", Partitions: []int32{0}}}}}
+	for tries := 0; ; tries++ {
+		g := conn.do(offs, 1).(*kmsg.DescribeShareGroupOffsetsResponse).Groups[0]
+		if g.ErrorCode == kerr.CoordinatorLoadInProgress.Code && tries < 1000 {
+			continue
+		}
+		if g.ErrorCode != 0 || len(g.Topics) != 1 || len(g.Topics[0].Partitions) != 1 {
+			t.Fatalf("describe offsets: %+v", g)
+		}
+		if p := g.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.StartOffset != 4 || p.Lag != -1 {
+			t.Fatalf("share-partition from the summary: %+v, want start offset 4, lag -1", p)
+		}
+		break
+	}
+}

@@ -85,8 +85,9 @@
 // coordinator (members rejoin after it moves), and the state epoch's bump on a reset. The
 // share coordinator serves InitializeShareGroupState (Initialize: a start offset in a state
 // epoch, no batches, an older state epoch fenced) and ReadShareGroupStateSummary (Read
-// without the batches) between brokers, but this broker's own paths do not use them yet:
-// DescribeShareGroupOffsets still reads the share-partitions this broker leads. Two first fetches racing on a new
+// without the batches) between brokers; DescribeShareGroupOffsets asks for the summary of
+// a named share-partition this broker does not hold (lag -1), and the first fetch of a new
+// share-partition still writes its start with WriteShareGroupState. Two first fetches racing on a new
 // share-partition may persist different high watermarks as its start; the one installed
 // wins in memory, and the first acknowledgement writes its state.
 package share
