@@ -55,6 +55,7 @@ import (
 //	                               WRITE on some TOPIC (KIP-679)
 //	FindCoordinator              DESCRIBE GROUP                  GROUP_AUTHORIZATION_FAILED (per key, v4+)
 //	                             DESCRIBE TRANSACTIONAL_ID       TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+//	  (SHARE key, v6+)           CLUSTER_ACTION CLUSTER          CLUSTER_AUTHORIZATION_FAILED (per key)
 //	JoinGroup, SyncGroup,        READ GROUP                      GROUP_AUTHORIZATION_FAILED
 //	  Heartbeat, LeaveGroup
 //	OffsetCommit                 READ GROUP                      every partition GROUP_AUTHORIZATION_FAILED
@@ -94,6 +95,9 @@ import (
 //	                             READ GROUP                      every partition GROUP_AUTHORIZATION_FAILED
 //	                             READ TOPIC                      the topic's partitions TOPIC_AUTHORIZATION_FAILED
 //	WriteTxnMarkers              CLUSTER_ACTION CLUSTER          every partition CLUSTER_AUTHORIZATION_FAILED
+//	Read/Write/Delete/Initialize CLUSTER_ACTION CLUSTER          every partition CLUSTER_AUTHORIZATION_FAILED
+//	  ShareGroupState,
+//	  ReadShareGroupStateSummary
 //	DescribeTransactions         DESCRIBE TRANSACTIONAL_ID       TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 //	                             DESCRIBE TOPIC                  the transaction's partitions of the topic hidden
 //	ListTransactions             DESCRIBE TRANSACTIONAL_ID       hidden

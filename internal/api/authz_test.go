@@ -804,6 +804,27 @@ func TestAuthzClusterAdmin(t *testing.T) {
 		}(), func(r kmsg.Response) int16 {
 			return r.(*kmsg.DeleteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
 		}},
+		{"FindCoordinator share key", func() kmsg.Request {
+			r := findCoordinatorReq(2, "g:AAAAAAAAAAAAAAAAAAAAAQ:0")()
+			r.SetVersion(6)
+			return r
+		}(), func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode }},
+		{"InitializeShareGroupState", func() kmsg.Request {
+			r := kmsg.NewPtrInitializeShareGroupStateRequest()
+			r.GroupID = "g"
+			r.Topics = []kmsg.InitializeShareGroupStateRequestTopic{{Partitions: []kmsg.InitializeShareGroupStateRequestTopicPartition{{Partition: 0}}}}
+			return r
+		}(), func(r kmsg.Response) int16 {
+			return r.(*kmsg.InitializeShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+		}},
+		{"ReadShareGroupStateSummary", func() kmsg.Request {
+			r := kmsg.NewPtrReadShareGroupStateSummaryRequest()
+			r.GroupID = "g"
+			r.Topics = []kmsg.ReadShareGroupStateSummaryRequestTopic{{Partitions: []kmsg.ReadShareGroupStateSummaryRequestTopicPartition{{Partition: 0}}}}
+			return r
+		}(), func(r kmsg.Response) int16 {
+			return r.(*kmsg.ReadShareGroupStateSummaryResponse).Topics[0].Partitions[0].ErrorCode
+		}},
 		{"AddPartitionsToTxn v4 (broker to broker)", func() kmsg.Request {
 			r := kmsg.NewPtrAddPartitionsToTxnRequest()
 			r.SetVersion(4)

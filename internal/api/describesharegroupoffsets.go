@@ -15,9 +15,10 @@ import (
 // record below it acknowledged or archived) and, from v1, its lag (records below the high
 // watermark not yet acknowledged or archived), for the topics named or, when none are, every
 // partition the group has read. A partition the group never fetched answers start offset
-// -1. The start offsets are this broker's share-partitions: the group's partitions must be
-// led here (true on a single broker; across brokers it needs the share coordinator still to
-// come, see internal/share's doc).
+// -1. A share-partition this broker has in memory answers from it (with its lag); any
+// other named one from its share coordinator's ReadShareGroupStateSummary (start offset and
+// leader epoch, lag -1: only its leader knows which records past the start are done).
+// Without named topics only the share-partitions in this broker's memory are listed.
 
 func handleDescribeShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeShareGroupOffsetsRequest)
@@ -79,6 +80,9 @@ func handleDescribeShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r k
 							_, rp.LeaderEpoch, _ = rep.Role()
 							rp.Lag = max(0, rep.HighWatermark()-s.Start-s.Finished)
 						}
+					} else if ps, ok, err := h.readShareStateSummary(share.Key{Group: rg.GroupID, Topic: mt.ID, Partition: p}); err == nil && ok {
+						// Not in this broker's memory: the share coordinator's summary.
+						rp.StartOffset, rp.LeaderEpoch = ps.Start, ps.LeaderEpoch
 					}
 				}
 				t.Partitions = append(t.Partitions, rp)

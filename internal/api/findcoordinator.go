@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/group"
+	"github.com/gregor-project/gregor/internal/share"
 )
 
 // FindCoordinator v0-v6: the broker coordinating a group (key type 0) is the leader of its
@@ -14,11 +15,16 @@ import (
 // leader of its __transaction_state partition (txn.PartitionFor), whichever broker that is;
 // each topic is created on first use with its coordinator's settings
 // (COORDINATOR_NOT_AVAILABLE meanwhile: the client retries). v4+ asks for a batch of keys.
-// Other key types are INVALID_REQUEST.
+// v6+ also finds share coordinators (key type 2, between brokers, CLUSTER_ACTION): the key
+// "group:topic-id:partition" names a share-partition, whose share coordinator is the leader
+// of the __share_group_state partition its key hashes to (share.StatePartitionFor, as Kafka's
+// ShareCoordinatorService.partitionFor); a malformed key is INVALID_REQUEST. Other key types
+// are INVALID_REQUEST.
 
 const (
 	coordinatorGroup       = 0
 	coordinatorTransaction = 1
+	coordinatorShare       = 2
 )
 
 func handleFindCoordinator(h *Handler, _ context.Context, conn *Conn, r kmsg.Request) Reply {
@@ -47,6 +53,16 @@ func handleFindCoordinator(h *Handler, _ context.Context, conn *Conn, r kmsg.Req
 				break
 			}
 			node, err = h.txnCoordinator(key)
+		case coordinatorShare:
+			if req.Version < 6 {
+				err = kerr.InvalidRequest
+				break
+			}
+			if !h.authorizedCluster(conn, kmsg.ACLOperationClusterAction) {
+				err = kerr.ClusterAuthorizationFailed
+				break
+			}
+			node, err = h.shareCoordinator(key)
 		default:
 			err = kerr.InvalidRequest
 		}
@@ -90,4 +106,19 @@ func (h *Handler) groupCoordinator(groupID string) (int32, *kerr.Error) {
 		return -1, kerr.CoordinatorNotAvailable
 	}
 	return pp.Leader, nil
+}
+
+// shareCoordinator returns the node leading the __share_group_state partition of the
+// share-partition key names, creating the topic on first use.
+func (h *Handler) shareCoordinator(key string) (int32, *kerr.Error) {
+	k, perr := share.ParseStateKey(key)
+	if perr != nil {
+		return -1, kerr.InvalidRequest
+	}
+	node, err := h.shareStateLeader(k)
+	if err != nil {
+		h.Log.Debug("no share coordinator", "key", key, "err", err)
+		return -1, kerr.CoordinatorNotAvailable
+	}
+	return node, nil
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/share"
 	"github.com/gregor-project/gregor/internal/testutil"
 )
 
@@ -472,5 +474,71 @@ func TestShareSessionEpochs(t *testing.T) {
 	r := raw(lost, 0, nil)
 	if r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
 		t.Fatalf("unknown topic id: %+v", r)
+	}
+}
+
+// DescribeGroups of a share group answers as Kafka does for a group that is not a classic
+// group: Dead with no error before v6, GROUP_ID_NOT_FOUND from v6; an unknown group the same.
+func TestShareDescribeGroupsIsNotClassic(t *testing.T) {
+	b := testutil.StartBroker(t, shareBroker...)
+	shareTopic(t, b.Addr(), "dg", "g-dg", 1, 1)
+	c := dialGroupConn(t, b.Addr())
+	for _, id := range []string{"g-dg", "g-none"} {
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups = []string{id}
+		d := c.do(dg, 5).(*kmsg.DescribeGroupsResponse).Groups[0]
+		if d.ErrorCode != 0 || d.State != "Dead" || len(d.Members) != 0 {
+			t.Fatalf("%s v5: %+v", id, d)
+		}
+		d = c.do(dg, 6).(*kmsg.DescribeGroupsResponse).Groups[0]
+		if d.ErrorCode != kerr.GroupIDNotFound.Code || d.State != "Dead" || d.ErrorMessage == nil {
+			t.Fatalf("%s v6: %+v", id, d)
+		}
+		if want := "is not a classic group."; (id == "g-dg") != strings.HasSuffix(*d.ErrorMessage, want) {
+			t.Fatalf("%s v6 message %q", id, *d.ErrorMessage)
+		}
+	}
+}
+
+// FindCoordinator v6 with the SHARE key type finds the leader of the __share_group_state
+// partition a share-partition's key "group:topic-id:partition" hashes to; earlier versions
+// and malformed keys are INVALID_REQUEST.
+func TestShareFindCoordinatorShareKey(t *testing.T) {
+	b := testutil.StartBroker(t, shareBroker...)
+	cs := shareTopic(t, b.Addr(), "fc", "g-fc", 1, 1)
+	key := "g-fc:" + base64.RawURLEncoding.EncodeToString(cs[0].topicID[:]) + ":0"
+	c := dialGroupConn(t, b.Addr())
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKeys = 2, []string{key, "g-fc:not-an-id:0", "g-fc:0"}
+	resp := c.do(fc, 6).(*kmsg.FindCoordinatorResponse)
+	if len(resp.Coordinators) != 3 {
+		t.Fatalf("coordinators %+v", resp.Coordinators)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("__share_group_state")
+	md.Topics = append(md.Topics, mt)
+	mresp := c.do(md, 12).(*kmsg.MetadataResponse)
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("metadata of __share_group_state: %+v", mresp.Topics)
+	}
+	n := int32(len(mresp.Topics[0].Partitions))
+	want := int32(-1)
+	for _, p := range mresp.Topics[0].Partitions {
+		if p.Partition == share.StatePartitionFor(key, n) {
+			want = p.Leader
+		}
+	}
+	if got := resp.Coordinators[0]; got.ErrorCode != 0 || got.NodeID != want || got.NodeID < 0 || got.Port <= 0 {
+		t.Fatalf("share coordinator of %s: %+v, want node %d", key, got, want)
+	}
+	for _, bad := range resp.Coordinators[1:] {
+		if bad.ErrorCode != kerr.InvalidRequest.Code || bad.NodeID != -1 {
+			t.Fatalf("malformed key %s: %+v", bad.Key, bad)
+		}
+	}
+	fc.CoordinatorKeys = []string{key}
+	if got := c.do(fc, 5).(*kmsg.FindCoordinatorResponse).Coordinators[0]; got.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("SHARE key at v5: %+v", got)
 	}
 }

@@ -148,6 +148,53 @@ func (h *Handler) readShareState(k share.Key, leaderEpoch int32) (share.Partitio
 	return s, true, nil
 }
 
+// readShareStateSummary reads k's persisted start offset, leader epoch and state epoch from
+// its share coordinator (ReadShareGroupStateSummary when another broker is it), without the
+// batches: found false when it has no state.
+func (h *Handler) readShareStateSummary(k share.Key) (share.PartitionState, bool, error) {
+	if h.ShareStates == nil {
+		return share.PartitionState{}, false, nil
+	}
+	node, err := h.shareStateLeader(k)
+	if err != nil {
+		return share.PartitionState{}, false, err
+	}
+	if node == h.NodeID {
+		s, ok, err := h.ShareStates.Read(k, -1)
+		s.Batches = nil
+		return s, ok, err
+	}
+	if h.Brokers == nil {
+		return share.PartitionState{}, false, kerr.CoordinatorNotAvailable
+	}
+	req := kmsg.NewPtrReadShareGroupStateSummaryRequest()
+	req.GroupID = k.Group
+	rt := kmsg.NewReadShareGroupStateSummaryRequestTopic()
+	rt.TopicID = k.Topic
+	rp := kmsg.NewReadShareGroupStateSummaryRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch = k.Partition, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
+	defer cancel()
+	resp, err := h.Brokers.Request(ctx, node, req)
+	if err != nil {
+		return share.PartitionState{}, false, fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	r := resp.(*kmsg.ReadShareGroupStateSummaryResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return share.PartitionState{}, false, kerr.CoordinatorNotAvailable
+	}
+	p := r.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		return share.PartitionState{}, false, kerr.ErrorForCode(p.ErrorCode)
+	}
+	if p.StartOffset < 0 {
+		return share.PartitionState{}, false, nil
+	}
+	return share.PartitionState{StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, Start: p.StartOffset}, true, nil
+}
+
 // writeShareState makes s k's persisted state, through the share coordinator.
 func (h *Handler) writeShareState(k share.Key, s share.PartitionState) error {
 	if h.ShareStates == nil {

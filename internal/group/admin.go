@@ -9,7 +9,7 @@ import (
 
 // DescribeGroup answers DescribeGroups for one group: its state, protocol and members (with
 // their subscription and assignment only when Stable, as Kafka does). An unknown group is
-// reported Dead with no error (DescribeGroups v0-v5).
+// reported Dead with no error (describegroups.go adds v6's GROUP_ID_NOT_FOUND).
 func (s *Shard) DescribeGroup(id string) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id

@@ -41,8 +41,8 @@
 //     internal; created on the first fetch of a share-partition (internal/api sharestate.go).
 //   - Routing: the key "group:topic-id:partition" (StateKey; the topic id in Kafka's base64
 //     form) goes to partition StatePartitionFor (Java's String.hashCode, abs, mod n); the
-//     partition's leader owns the state. FindCoordinator key type 2 (SHARE) is not served
-//     yet: partition leaders find the coordinator in the metadata image.
+//     partition's leader owns the state. FindCoordinator v6 key type 2 (SHARE) answers it
+//     (ParseStateKey); partition leaders find it in the metadata image themselves.
 //   - Records (records.go), as Kafka writes them: key = int16 record type (0 ShareSnapshot,
 //     1 ShareUpdate) then, not flexible, {GroupId string, TopicId uuid, Partition int32};
 //     ShareSnapshotValue v0 (flexible) {SnapshotEpoch uint16, StateEpoch int32, LeaderEpoch
@@ -82,9 +82,12 @@
 //
 // Not persisted yet: releases and lock expiries (their records are Available after a restart
 // anyway; only their delivery counts may be lower), share group membership on the group
-// coordinator (members rejoin after it moves), the state epoch's bump on a reset
-// (InitializeShareGroupState), and ReadShareGroupStateSummary (DescribeShareGroupOffsets
-// still reads the share-partitions this broker leads). Two first fetches racing on a new
+// coordinator (members rejoin after it moves), and the state epoch's bump on a reset. The
+// share coordinator serves InitializeShareGroupState (Initialize: a start offset in a state
+// epoch, no batches, an older state epoch fenced) and ReadShareGroupStateSummary (Read
+// without the batches) between brokers; DescribeShareGroupOffsets asks for the summary of
+// a named share-partition this broker does not hold (lag -1), and the first fetch of a new
+// share-partition still writes its start with WriteShareGroupState. Two first fetches racing on a new
 // share-partition may persist different high watermarks as its start; the one installed
 // wins in memory, and the first acknowledgement writes its state.
 package share

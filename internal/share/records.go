@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 )
 
@@ -42,6 +43,27 @@ type PartitionState struct {
 // __share_group_state partition.
 func StateKey(k Key) string {
 	return k.Group + ":" + base64.RawURLEncoding.EncodeToString(k.Topic[:]) + ":" + strconv.Itoa(int(k.Partition))
+}
+
+// ParseStateKey reads a coordinator key "group:topic-id:partition" (FindCoordinator's SHARE
+// key type), as Kafka's SharePartitionKey does: exactly three parts, a non-empty group, a
+// topic id in Kafka's base64 form and a non-negative partition.
+func ParseStateKey(key string) (Key, error) {
+	parts := strings.Split(key, ":")
+	if len(parts) != 3 || parts[0] == "" {
+		return Key{}, fmt.Errorf("share coordinator key %q is not group:topic-id:partition", key)
+	}
+	id, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || len(id) != 16 {
+		return Key{}, fmt.Errorf("share coordinator key %q: invalid topic id", key)
+	}
+	p, err := strconv.ParseInt(parts[2], 10, 32)
+	if err != nil || p < 0 {
+		return Key{}, fmt.Errorf("share coordinator key %q: invalid partition", key)
+	}
+	k := Key{Group: parts[0], Partition: int32(p)}
+	copy(k.Topic[:], id)
+	return k, nil
 }
 
 // StatePartitionFor is the __share_group_state partition of k, of n: Kafka's

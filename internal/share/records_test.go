@@ -91,3 +91,16 @@ func TestRestoreFromPersistedState(t *testing.T) {
 		t.Fatalf("acquired %+v after the restore, want 4-9 with delivery count 2", runs)
 	}
 }
+
+func TestParseStateKey(t *testing.T) {
+	k := Key{Group: "g", Topic: [16]byte{1, 2, 3, 250}, Partition: 7}
+	got, err := ParseStateKey(StateKey(k))
+	if err != nil || got != k {
+		t.Fatalf("ParseStateKey(%q) = %+v, %v", StateKey(k), got, err)
+	}
+	for _, bad := range []string{"", "g", "g:x:0", ":AAAAAAAAAAAAAAAAAAAAAA:0", "g:AAAAAAAAAAAAAAAAAAAAAA:-1", "g:AAAAAAAAAAAAAAAAAAAAAA:x", "a:b:AAAAAAAAAAAAAAAAAAAAAA:0"} {
+		if _, err := ParseStateKey(bad); err == nil {
+			t.Errorf("ParseStateKey(%q) accepted", bad)
+		}
+	}
+}

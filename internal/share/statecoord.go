@@ -237,6 +237,33 @@ func (c *StateCoordinator) Write(k Key, s PartitionState) error {
 	return nil
 }
 
+// Initialize is InitializeShareGroupState for one share-partition, as Kafka's
+// ShareCoordinatorShard.initializeState: its state becomes start offset start in state
+// epoch stateEpoch, leader epoch 0 and no batches, once the record holding it is on the ISR.
+// A state epoch older than the state's is FENCED_STATE_EPOCH.
+func (c *StateCoordinator) Initialize(k Key, stateEpoch int32, start int64) error {
+	sh, err := c.shard(k)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if cur, ok := sh.mu.states[k]; ok && cur.StateEpoch > stateEpoch {
+		return kerr.FencedStateEpoch
+	}
+	s := PartitionState{StateEpoch: stateEpoch, Start: start}
+	now := time.Now().UnixMilli()
+	rec := coordinator.Record{Key: stateRecordKey(recSnapshot, k), Value: snapshotValue(0, s)}
+	wait, err := coordinator.Append(sh.term, []coordinator.Record{rec}, nil, now, c.timeoutMs)
+	if err == nil && wait != nil {
+		err = coordinator.AwaitCommit(sh.term.Ctx, wait, time.Duration(c.timeoutMs)*time.Millisecond+time.Second)
+	}
+	if err != nil {
+		return stateAppendError(err)
+	}
+	sh.mu.states[k] = s
+	return nil
+}
+
 // Delete is DeleteShareGroupState for one share-partition: its state is gone (a tombstone
 // of its ShareSnapshot key, which compaction then removes) once the tombstone is on the
 // ISR; a share-partition with no state is no error.
