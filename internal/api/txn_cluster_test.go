@@ -23,22 +23,32 @@ func TestTransactionsAcrossBrokers(t *testing.T) {
 	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 3, Sets: []string{"transaction.state.log.num.partitions=3", "offsets.topic.num.partitions=3"}})
 	addr := c.Node(1).ClientAddr()
 	adm := newAdmin(t, addr)
+	// Every broker unfenced first, or the controller may place all three on the first one.
+	c.WaitBrokersReady(t, 30*time.Second)
 	c.WaitFor(t, 30*time.Second, func() bool {
 		resp, err := adm.CreateTopic(ctxT(t), 3, 1, nil, "spread")
 		return err == nil && (resp.Err == nil || resp.Err == kerr.TopicAlreadyExists)
 	}, "topic spread created")
 	// The controller spreads the three partitions (RF 1) over the brokers: whichever
 	// coordinates the transactional id, partitions led elsewhere are remote to it.
-	md, err := adm.Metadata(ctxT(t), "spread")
-	if err != nil {
-		t.Fatal(err)
-	}
 	leaders := map[int32]int32{}
 	nodes := map[int32]bool{}
-	for _, p := range md.Topics["spread"].Partitions {
-		leaders[p.Partition] = p.Leader
-		nodes[p.Leader] = true
-	}
+	c.WaitFor(t, 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctxT(t), "spread")
+		if err != nil {
+			return false
+		}
+		clear(leaders)
+		clear(nodes)
+		for _, p := range md.Topics["spread"].Partitions {
+			if p.Leader < 0 {
+				return false
+			}
+			leaders[p.Partition] = p.Leader
+			nodes[p.Leader] = true
+		}
+		return len(leaders) == 3
+	}, "three partitions of spread with leaders in metadata")
 	if len(nodes) < 2 {
 		t.Fatalf("partition leaders %v: want them on more than one broker", leaders)
 	}
