@@ -141,12 +141,15 @@ func (a *App) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.unassignLocked(ps)
+	clean := false
 	if a.cfg.Guarantee == AtLeastOnce && a.mu.err == nil && a.client != nil {
 		if err := a.commitAtLeastOnce(ctx); err != nil {
 			a.failLocked(err)
+		} else {
+			clean = true
 		}
 	}
-	a.dropLocked(ps)
+	a.dropLocked(ps, clean)
 }
 
 // lost closes the tasks of lost partitions without committing: another member owns them.
@@ -154,7 +157,7 @@ func (a *App) lost(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.unassignLocked(ps)
-	a.dropLocked(ps)
+	a.dropLocked(ps, false)
 }
 
 func (a *App) unassignLocked(ps map[string][]int32) {
@@ -166,7 +169,9 @@ func (a *App) unassignLocked(ps map[string][]int32) {
 	a.mu.rebuild = a.cfg.Guarantee == ExactlyOnceV2
 }
 
-func (a *App) dropLocked(ps map[string][]int32) {
+// dropLocked closes the tasks of ps, checkpointing them first when clean (what they hold
+// is committed).
+func (a *App) dropLocked(ps map[string][]int32, clean bool) {
 	for topic, parts := range ps {
 		s := a.topo.byTopic[a.full[topic]]
 		for _, p := range parts {
@@ -174,6 +179,11 @@ func (a *App) dropLocked(ps map[string][]int32) {
 			if tk, ok := a.mu.tasks[id]; ok {
 				a.mu.dropped += tk.dropped
 				a.mu.skipped += tk.skipped
+				if clean {
+					if err := a.checkpointTask(tk, true); err != nil {
+						a.failLocked(err)
+					}
+				}
 				if err := tk.close(); err != nil {
 					a.failLocked(err)
 				}
@@ -188,108 +198,6 @@ func (a *App) failLocked(err error) {
 	if a.mu.err == nil {
 		a.mu.err = err
 	}
-}
-
-// restore replays the changelog partition of every store of tasks from its start to the end
-// offset it has now, before the tasks process a record.
-func (a *App) restore(ctx context.Context, tasks []*task) error {
-	type target struct {
-		tk    *task
-		store stateStore
-		end   int64
-		next  int64
-	}
-	targets := map[string]map[int32]*target{}
-	parts := map[string]map[int32]kgo.Offset{}
-	var topics []string
-	for _, tk := range tasks {
-		for _, name := range tk.sub.stores {
-			if !a.topo.b.stores[name].changelog {
-				continue
-			}
-			topic := a.topo.topicName(a.cfg.ApplicationID, name+"-changelog")
-			if targets[topic] == nil {
-				targets[topic] = map[int32]*target{}
-				parts[topic] = map[int32]kgo.Offset{}
-				topics = append(topics, topic)
-			}
-			targets[topic][tk.id.Partition] = &target{tk: tk, store: tk.stores[name]}
-		}
-	}
-	if len(topics) == 0 {
-		return nil
-	}
-	// The end is the last stable offset, and the restore reads committed records only and
-	// sees the transaction markers, so it reaches the end exactly whether or not the
-	// changelog was written in transactions.
-	ends, err := a.admin.ListCommittedOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("streams: changelog end offsets: %w", err)
-	}
-	starts, err := a.admin.ListStartOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("streams: changelog start offsets: %w", err)
-	}
-	pending := 0
-	for topic, byPart := range targets {
-		for p, tg := range byPart {
-			e, ok := ends.Lookup(topic, p)
-			if !ok || e.Err != nil {
-				return fmt.Errorf("streams: end offset of %s[%d]: %v", topic, p, e.Err)
-			}
-			s, ok := starts.Lookup(topic, p)
-			if !ok || s.Err != nil {
-				return fmt.Errorf("streams: start offset of %s[%d]: %v", topic, p, s.Err)
-			}
-			tg.end = e.Offset
-			if s.Offset < e.Offset {
-				parts[topic][p] = kgo.NewOffset().At(s.Offset)
-				pending++
-			} else {
-				delete(parts[topic], p)
-			}
-		}
-	}
-	if pending == 0 {
-		return nil
-	}
-	start := time.Now()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...), kgo.ConsumePartitions(parts),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}, a.cfg.ClientOpts...)...)
-	if err != nil {
-		return fmt.Errorf("streams: restore client: %w", err)
-	}
-	defer cl.Close()
-	restored := 0
-	for pending > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var ferr error
-		fs.EachError(func(topic string, p int32, err error) {
-			ferr = fmt.Errorf("streams: restore %s[%d]: %w", topic, p, err)
-		})
-		if ferr != nil {
-			return ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			tg := targets[r.Topic][r.Partition]
-			if tg.next >= tg.end {
-				return
-			}
-			if r.Offset < tg.end && !r.Attrs.IsControl() {
-				tg.store.restore(r.Key, r.Value)
-				restored++
-			}
-			tg.next = r.Offset + 1
-			if tg.next >= tg.end {
-				pending--
-			}
-		})
-	}
-	a.log.Info("streams: restored stores", "records", restored, "took", time.Since(start))
-	return nil
 }
 
 // manualPartition marks a record whose partition a StreamPartitioner chose.

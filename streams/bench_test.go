@@ -84,7 +84,7 @@ func benchBroker(b *testing.B, g streams.Guarantee) {
 	defer out.Close()
 	bl := streams.NewBuilder()
 	wordCount(bl)
-	app, err := streams.New(bl, streams.Config{ApplicationID: "bench", Brokers: []string{n.Addr()}, Guarantee: g,
+	app, err := streams.New(bl, streams.Config{ApplicationID: "bench", Brokers: []string{n.Addr()}, Guarantee: g, StateDir: b.TempDir(),
 		CommitInterval: 100 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)

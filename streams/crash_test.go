@@ -20,7 +20,8 @@ import (
 )
 
 // The test binary doubles as an application instance a test can kill -9: with
-// STREAMS_TEST_INSTANCE=brokers/app-id/guarantee set it runs word count until killed.
+// STREAMS_TEST_INSTANCE=brokers/app-id/guarantee set it runs word count until killed, its
+// state in STREAMS_TEST_STATE_DIR.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("STREAMS_TEST_INSTANCE"); spec != "" {
 		os.Exit(runInstance(spec))
@@ -34,7 +35,7 @@ func runInstance(spec string) int {
 	wordCount(b)
 	app, err := streams.New(b, streams.Config{ApplicationID: parts[1], Brokers: []string{parts[0]},
 		Guarantee: streams.Guarantee(parts[2]), CommitInterval: 20 * time.Millisecond,
-		SessionTimeout: 6 * time.Second, TransactionTimeout: 3 * time.Second})
+		SessionTimeout: 6 * time.Second, TransactionTimeout: 3 * time.Second, StateDir: os.Getenv("STREAMS_TEST_STATE_DIR")})
 	if err == nil {
 		err = app.Run(context.Background())
 	}
@@ -42,10 +43,10 @@ func runInstance(spec string) int {
 	return 1
 }
 
-func startInstance(t *testing.T, addr, appID string, g streams.Guarantee) *exec.Cmd {
+func startInstance(t *testing.T, addr, appID string, g streams.Guarantee, stateDir string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "STREAMS_TEST_INSTANCE="+addr+"/"+appID+"/"+string(g))
+	cmd.Env = append(os.Environ(), "STREAMS_TEST_INSTANCE="+addr+"/"+appID+"/"+string(g), "STREAMS_TEST_STATE_DIR="+stateDir)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -122,7 +123,11 @@ func testCrash(t *testing.T, g streams.Guarantee) {
 		return nr
 	}
 
-	first := startInstance(t, n.Addr(), "crash", g)
+	// Both instances share one state directory, as a restarted instance on the same
+	// machine: the second finds the first's stores (at-least-once: resumed from their
+	// checkpoint; exactly_once_v2: without one, so wiped and restored).
+	stateDir := t.TempDir()
+	first := startInstance(t, n.Addr(), "crash", g, stateDir)
 	for read() == 0 {
 	}
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
@@ -136,7 +141,7 @@ func testCrash(t *testing.T, g streams.Guarantee) {
 		total += c
 	}
 	t.Logf("killed after committed counts summing to %d of %d words", total, 3*len(lines))
-	startInstance(t, n.Addr(), "crash", g)
+	startInstance(t, n.Addr(), "crash", g, stateDir)
 
 	done := func() bool {
 		for w, c := range want {

@@ -77,14 +77,20 @@ func (a *App) runExactlyOnce(ctx context.Context) error {
 		try, err = kgo.TryAbort, nil
 	}
 	var ferr error
+	committed := false
 	if err == nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, cerr := s.End(cctx, try); cerr != nil {
+		ok, cerr := s.End(cctx, try)
+		if cerr != nil {
 			ferr = fmt.Errorf("streams: end transaction: %w", cerr)
 		}
+		committed = ok && cerr == nil && try == kgo.TryCommit
 		cancel()
 	}
-	ferr = errors.Join(ferr, a.finish(a.client))
+	// Only a committed last transaction leaves the stores holding committed state alone:
+	// then the tasks close with a checkpoint, else without, and their stores are wiped and
+	// restored when they open again.
+	ferr = errors.Join(ferr, a.finish(a.client, committed))
 	s.CloseAllowingRebalance()
 	return errors.Join(err, ferr)
 }

@@ -45,7 +45,7 @@ func TestDeserializationHandlers(t *testing.T) {
 	}
 
 	seen := make(chan int64, 3)
-	app, err := streams.New(build(seen), streams.Config{ApplicationID: "cont", Brokers: []string{n.Addr()},
+	app, err := streams.New(build(seen), streams.Config{ApplicationID: "cont", Brokers: []string{n.Addr()}, StateDir: t.TempDir(),
 		DeserializationExceptionHandler: streams.LogAndContinue})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestDeserializationHandlers(t *testing.T) {
 	}
 
 	seen = make(chan int64, 3)
-	app, err = streams.New(build(seen), streams.Config{ApplicationID: "fail", Brokers: []string{n.Addr()}})
+	app, err = streams.New(build(seen), streams.Config{ApplicationID: "fail", Brokers: []string{n.Addr()}, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

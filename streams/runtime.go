@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -61,6 +63,17 @@ type Config struct {
 	// not deserialize (default.deserialization.exception.handler): LogAndFail (the default)
 	// stops Run with the error, LogAndContinue logs it and skips the record.
 	DeserializationExceptionHandler DeserializationHandler
+	// StateDir is state.dir: persistent stores live in <StateDir>/<ApplicationID>/<task>/
+	// (filepath.Join(os.TempDir(), "gregor-streams") when empty, as Kafka Streams'
+	// /tmp/kafka-streams). Give every instance sharing a machine its own, or let them
+	// share: a task directory is locked while an instance uses it.
+	StateDir string
+	// DefaultDSLStore is default.dsl.store: the type of the stores whose operator does not
+	// choose one (WithStoreType). Persistent when empty.
+	DefaultDSLStore StoreType
+	// RestoreListener, when set, hears the progress of every store restore (Kafka Streams'
+	// global state restore listener).
+	RestoreListener StateRestoreListener
 	// Logger logs rebalances and restores; nil discards.
 	Logger *slog.Logger
 	// ClientOpts are added to every client the application makes (TLS, SASL, ...).
@@ -94,6 +107,9 @@ type App struct {
 		dropped, skipped int64
 	}
 	partitions sync.Map // full topic name -> partition count (int)
+	// acked is the last acknowledged offset this App wrote to each changelog partition
+	// (topicPartition -> *atomic.Int64), for checkpoints.
+	acked sync.Map
 
 	client  *kgo.Client
 	admin   *kadm.Client
@@ -138,6 +154,22 @@ func New(b *Builder, cfg Config) (*App, error) {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 45 * time.Second
 	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(os.TempDir(), "gregor-streams")
+	}
+	if cfg.DefaultDSLStore == "" {
+		cfg.DefaultDSLStore = Persistent
+	}
+	if err := cfg.DefaultDSLStore.check(); err != nil {
+		return nil, err
+	}
+	for _, d := range b.stores {
+		if d.storeType != "" {
+			if err := d.storeType.check(); err != nil {
+				return nil, fmt.Errorf("streams: store %q: %w", d.name, err)
+			}
+		}
+	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
 	}
@@ -146,6 +178,8 @@ func New(b *Builder, cfg Config) (*App, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &App{topo: t, cfg: cfg, log: log, full: map[string]string{}}
+	t.state = &stateDirectory{root: filepath.Join(cfg.StateDir, cfg.ApplicationID), defaultStore: cfg.DefaultDSLStore,
+		eos: cfg.Guarantee == ExactlyOnceV2, log: log}
 	for logical := range t.byTopic {
 		f := t.topicName(cfg.ApplicationID, logical)
 		a.full[f] = logical
@@ -191,11 +225,11 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("streams: client: %w", err)
 	}
 	a.client = cl
-	err = a.loop(ctx, cl.PollRecords, cl.AllowRebalance, nil, a.commitAtLeastOnce)
+	err = a.loop(ctx, cl.PollRecords, cl.AllowRebalance, nil, a.commitAndCheckpoint)
 	if errors.Is(err, errStopping) {
 		err = nil // every polled record was processed: finish commits them
 	}
-	ferr := a.finish(cl)
+	ferr := a.finish(cl, false)
 	cl.CloseAllowingRebalance()
 	return errors.Join(err, ferr)
 }
@@ -350,19 +384,26 @@ func (a *App) commitAtLeastOnce(ctx context.Context) error {
 	return nil
 }
 
-// finish commits what was processed when Run ends cleanly, and closes the tasks.
-func (a *App) finish(cl *kgo.Client) error {
+// finish commits what was processed when Run ends cleanly, and closes the tasks: with a
+// checkpoint when what they hold is committed (at-least-once: the commit here succeeded;
+// exactly_once_v2: committed, the caller's last transaction committed).
+func (a *App) finish(cl *kgo.Client, committed bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
 	if a.mu.err == nil && a.cfg.Guarantee == AtLeastOnce {
-		errs = append(errs, a.commitAtLeastOnce(ctx))
+		err := a.commitAtLeastOnce(ctx)
+		errs = append(errs, err)
+		committed = err == nil
 	}
 	for id, tk := range a.mu.tasks {
 		a.mu.dropped += tk.dropped
 		a.mu.skipped += tk.skipped
+		if committed {
+			errs = append(errs, a.checkpointTask(tk, true))
+		}
 		errs = append(errs, tk.close())
 		delete(a.mu.tasks, id)
 	}
@@ -380,7 +421,10 @@ func (a *App) emit(cl *kgo.Client) emitFunc {
 		for _, h := range headers {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 		}
-		cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
+		cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			if err == nil && r.Topic != "" {
+				a.ack(r)
+			}
 			if err != nil {
 				a.produce.Lock()
 				if a.produce.err == nil {

@@ -27,7 +27,8 @@ func start(t *testing.T, addr, appID string, g streams.Guarantee) *running {
 	t.Helper()
 	b := streams.NewBuilder()
 	wordCount(b)
-	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, Guarantee: g, CommitInterval: 50 * time.Millisecond})
+	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, Guarantee: g, CommitInterval: 50 * time.Millisecond,
+		StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestMissingInputTopic(t *testing.T) {
 	n := embedtest.Start(t, embed.Options{})
 	b := streams.NewBuilder()
 	wordCount(b)
-	app, err := streams.New(b, streams.Config{ApplicationID: "x", Brokers: []string{n.Addr()}})
+	app, err := streams.New(b, streams.Config{ApplicationID: "x", Brokers: []string{n.Addr()}, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package streams
 
 import (
-	"bytes"
 	"fmt"
 	"iter"
-	"maps"
-	"slices"
+	"log/slog"
 
 	"github.com/gregor-project/gregor/streams/serde"
 )
@@ -43,47 +41,86 @@ type storeDef struct {
 	// topicConfigs of the changelog topic; nil is cleanup.policy=compact.
 	topicConfigs map[string]string
 	make         func(log changelogWriter) stateStore
+	// storeType is the operator's choice (WithStoreType); "" is the App's default.dsl.store.
+	storeType StoreType
+	// open, when set, makes the store persistent in directory dir (pebble); make is then its
+	// in-memory form. A store without open is always in memory.
+	open func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error)
 }
 
 // changelogWriter sends one store change to the changelog; a nil value is a deletion.
 type changelogWriter func(key, value []byte) error
 
-// memKV is the in-memory key-value store. It holds serialized bytes, keyed by the key's
-// bytes, so it is what the changelog holds and restore needs no serde.
-type memKV[K, V any] struct {
+// kvStore is the key-value store over a byte core, in memory or pebble (kvbytes.go). It
+// holds serialized bytes keyed by the key's bytes, so it is what the changelog holds and
+// restore needs no serde.
+type kvStore[K, V any] struct {
 	name  string
 	ks    serde.Serde[K]
 	vs    serde.Serde[V]
 	topic string // for the serdes: the changelog topic's logical name
-	data  map[string][]byte
+	b     kvBytes
 	log   changelogWriter
+	// err is the first failed write of a restore or count, returned by the next operation.
+	err error
 }
 
-func newMemKV[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) storeDef {
-	return storeDef{name: name, changelog: true, make: func(log changelogWriter) stateStore {
-		return &memKV[K, V]{name: name, ks: ks, vs: vs, topic: name + "-changelog", data: map[string][]byte{}, log: log}
-	}}
-}
-
-func (s *memKV[K, V]) Name() string { return s.name }
-func (s *memKV[K, V]) Len() int     { return len(s.data) }
-func (s *memKV[K, V]) typed() any   { return KeyValueStore[K, V](s) }
-
-func (s *memKV[K, V]) restore(key, value []byte) {
-	if value == nil {
-		delete(s.data, string(key))
-		return
+// newKVStore declares a key-value store of type st ("" for the App's default).
+func newKVStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], st StoreType) storeDef {
+	mk := func(log changelogWriter, b kvBytes) *kvStore[K, V] {
+		return &kvStore[K, V]{name: name, ks: ks, vs: vs, topic: name + "-changelog", b: b, log: log}
 	}
-	s.data[string(key)] = value
+	return storeDef{name: name, changelog: true, storeType: st,
+		make: func(log changelogWriter) stateStore { return mk(log, newMemBytes()) },
+		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
+			p, err := openPebble(dir, lg)
+			if err != nil {
+				return nil, err
+			}
+			return mk(log, pebbleKV{p}), nil
+		}}
 }
 
-func (s *memKV[K, V]) Get(k K) (V, bool, error) {
+func (s *kvStore[K, V]) Name() string { return s.name }
+func (s *kvStore[K, V]) typed() any   { return KeyValueStore[K, V](s) }
+
+// Len counts the entries (a persistent store counts them by scanning).
+func (s *kvStore[K, V]) Len() int {
+	n, err := s.b.count()
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
+	return n
+}
+
+func (s *kvStore[K, V]) disk() diskStore {
+	if p, ok := s.b.(persistent); ok {
+		return p.disk()
+	}
+	return nil
+}
+
+func (s *kvStore[K, V]) restore(key, value []byte) {
+	if err := s.b.set(key, value); err != nil && s.err == nil {
+		s.err = fmt.Errorf("streams: restore store %q: %w", s.name, err)
+	}
+}
+
+func (s *kvStore[K, V]) restoreBatch(recs []kvPair) error { return s.b.apply(recs) }
+
+func (s *kvStore[K, V]) Get(k K) (V, bool, error) {
 	var z V
+	if s.err != nil {
+		return z, false, s.err
+	}
 	kb, err := s.ks.Serialize(s.topic, k)
 	if err != nil {
 		return z, false, fmt.Errorf("streams: store %q key: %w", s.name, err)
 	}
-	vb, ok := s.data[string(kb)]
+	vb, ok, err := s.b.get(kb)
+	if err != nil {
+		return z, false, fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
 	if !ok {
 		return z, false, nil
 	}
@@ -94,7 +131,10 @@ func (s *memKV[K, V]) Get(k K) (V, bool, error) {
 	return v, true, nil
 }
 
-func (s *memKV[K, V]) Put(k K, v V) error {
+func (s *kvStore[K, V]) Put(k K, v V) error {
+	if s.err != nil {
+		return s.err
+	}
 	kb, err := s.ks.Serialize(s.topic, k)
 	if err != nil {
 		return fmt.Errorf("streams: store %q key: %w", s.name, err)
@@ -106,44 +146,50 @@ func (s *memKV[K, V]) Put(k K, v V) error {
 	if vb == nil {
 		vb = []byte{}
 	}
-	s.data[string(kb)] = vb
+	if err := s.b.set(kb, vb); err != nil {
+		return fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
 	if s.log != nil {
 		return s.log(kb, vb)
 	}
 	return nil
 }
 
-func (s *memKV[K, V]) Delete(k K) error {
+func (s *kvStore[K, V]) Delete(k K) error {
+	if s.err != nil {
+		return s.err
+	}
 	kb, err := s.ks.Serialize(s.topic, k)
 	if err != nil {
 		return fmt.Errorf("streams: store %q key: %w", s.name, err)
 	}
-	delete(s.data, string(kb))
+	if err := s.b.set(kb, nil); err != nil {
+		return fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
 	if s.log != nil {
 		return s.log(kb, nil)
 	}
 	return nil
 }
 
-// All yields the entries in key-byte order; an entry that does not deserialize ends the
-// iteration (the bytes came from this store's own serdes, so that is a broken serde).
-func (s *memKV[K, V]) All() iter.Seq2[K, V] {
+// All yields the entries in key-byte order; an entry that does not deserialize, or a
+// failed read, ends the iteration (the bytes came from this store's own serdes, so that is
+// a broken serde; a read error is kept for the next operation).
+func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
-		keys := slices.SortedFunc(maps.Keys(s.data), func(a, b string) int {
-			return bytes.Compare([]byte(a), []byte(b))
+		err := s.b.scan(func(kb, vb []byte) bool {
+			k, err := s.ks.Deserialize(s.topic, append([]byte{}, kb...))
+			if err != nil {
+				return false
+			}
+			v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
+			if err != nil {
+				return false
+			}
+			return yield(k, v)
 		})
-		for _, kb := range keys {
-			k, err := s.ks.Deserialize(s.topic, []byte(kb))
-			if err != nil {
-				return
-			}
-			v, err := s.vs.Deserialize(s.topic, s.data[kb])
-			if err != nil {
-				return
-			}
-			if !yield(k, v) {
-				return
-			}
+		if err != nil && s.err == nil {
+			s.err = fmt.Errorf("streams: store %q: %w", s.name, err)
 		}
 	}
 }

@@ -230,10 +230,11 @@ func Process[K, V, KR, VR any](s KStream[K, V], supplier func() Processor[K, V, 
 	return KStream[KR, VR]{b: s.b, n: n, ks: keep[K, KR](s.ks), vs: keep[V, VR](s.vs), keyChanged: true}
 }
 
-// AddKeyValueStore adds an in-memory key-value store with a changelog topic
-// (<application.id>-<name>-changelog) for processors to connect to by name.
-func AddKeyValueStore[K, V any](b *Builder, name string, ks serde.Serde[K], vs serde.Serde[V]) {
-	b.addStore(newMemKV(name, ks, vs))
+// AddKeyValueStore adds a key-value store with a changelog topic
+// (<application.id>-<name>-changelog) for processors to connect to by name: persistent
+// unless WithStoreType or Config.DefaultDSLStore says InMemory.
+func AddKeyValueStore[K, V any](b *Builder, name string, ks serde.Serde[K], vs serde.Serde[V], o ...Option) {
+	b.addStore(newKVStore(name, ks, vs, opts(o).storeType))
 }
 
 // Repartition writes the stream through an internal topic (<application.id>-<name>-repartition,

@@ -29,7 +29,7 @@ func Table[K, V any](b *Builder, topic string, ks serde.Serde[K], vs serde.Serde
 	if store == "" {
 		store = b.newName(topic + "-STATE-STORE-")
 	}
-	b.addStore(newMemKV(store, ks, vs))
+	b.addStore(newKVStore(store, ks, vs, op.storeType))
 	n := b.add(&node{kind: processorNode, name: b.newName("KTABLE-SOURCE-"), stores: []string{store},
 		supplier: func() procInstance { return &tableSource[K, V]{store: store} }}, src.n)
 	return KTable[K, V]{b: b, n: n, ks: ks, vs: vs, store: store}
@@ -153,7 +153,7 @@ func aggregateWith[K, V, VA any](g KGroupedStream[K, V], vas serde.Serde[VA], op
 	if s.ks == nil {
 		b.errs = append(b.errs, fmt.Errorf("streams: aggregation %q needs the key serde (WithSerdes)", store))
 	}
-	b.addStore(newMemKV(store, s.ks, vas))
+	b.addStore(newKVStore(store, s.ks, vas, op.storeType))
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance { return &aggregator[K, V, VA]{store: store, f: f} }}, s.n)
 	return KTable[K, VA]{b: b, n: n, ks: s.ks, vs: vas, store: store}

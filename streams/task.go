@@ -37,6 +37,9 @@ type task struct {
 	// is counted in skipped), an error stops processing. nil fails every such record.
 	badRecord func(err error) error
 	skipped   int64
+	// state is the task's directory and persistent stores, nil when all are in memory
+	// (statetask.go).
+	state *taskState
 }
 
 // nodeContext is one node inside one task.
@@ -76,7 +79,11 @@ func newTask(t *topology, id TaskID, appID string, clock func() time.Time, emit 
 				return tk.emit(topic, id.Partition, k, v, ts, nil)
 			}
 		}
-		tk.stores[name] = d.make(log)
+		st, err := tk.makeStore(d, log)
+		if err != nil {
+			return nil, errors.Join(err, tk.closeState())
+		}
+		tk.stores[name] = st
 	}
 	for _, n := range sub.nodes {
 		tk.nodes[n] = &nodeContext{task: tk, n: n}
@@ -93,14 +100,15 @@ func newTask(t *topology, id TaskID, appID string, clock func() time.Time, emit 
 	for _, n := range sub.nodes {
 		if c := tk.nodes[n]; c.proc != nil {
 			if err := c.proc.init(c); err != nil {
-				return nil, fmt.Errorf("streams: task %s: init %s: %w", id, n.name, err)
+				return nil, errors.Join(fmt.Errorf("streams: task %s: init %s: %w", id, n.name, err), tk.closeState())
 			}
 		}
 	}
 	return tk, nil
 }
 
-// close closes every processor, returning their errors joined.
+// close closes every processor, then the persistent stores (releasing the task's
+// directory), returning their errors joined.
 func (tk *task) close() error {
 	var errs []error
 	for _, n := range tk.sub.nodes {
@@ -110,6 +118,7 @@ func (tk *task) close() error {
 			}
 		}
 	}
+	errs = append(errs, tk.closeState())
 	return errors.Join(errs...)
 }
 

@@ -65,7 +65,11 @@ type node struct {
 // Option configures one DSL operator.
 type Option func(*options)
 
-type options struct{ name string }
+type options struct {
+	name string
+	// storeType is the type of an operator's store (WithStoreType); "" is the App's default.
+	storeType StoreType
+}
 
 // Named names an operator's processor node, and the store and internal topics of a stateful
 // one (as Kafka Streams' Named and Materialized.as): Count(g, Named("counts")) keeps its
@@ -136,6 +140,8 @@ type topology struct {
 	b       *Builder
 	subs    []*subtopology
 	byTopic map[string]*subtopology // logical source topic -> its sub-topology
+	// state is the App's state directory; nil (the test driver) keeps every store in memory.
+	state *stateDirectory
 }
 
 // build checks the graph and cuts it into sub-topologies.

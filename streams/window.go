@@ -144,7 +144,7 @@ func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Ser
 		b.errs = append(b.errs, fmt.Errorf("streams: windowed aggregation %q needs the key serde (WithSerdes)", store))
 	}
 	wks := WindowedSerde(s.ks, ws.w.Size)
-	def := newMemKV(store, wks, vas)
+	def := newWinStore(store, s.ks, vas, ws.w.Size.Milliseconds(), (ws.w.Size + ws.w.Grace).Milliseconds(), op.storeType)
 	// As Kafka Streams: a window store's changelog is compacted and also deleted past the
 	// retention plus a day (windowstore.changelog.additional.retention.ms).
 	def.topicConfigs = map[string]string{
@@ -163,20 +163,20 @@ func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Ser
 // A record all of whose windows are closed is late: dropped and counted.
 //
 // Windows are kept until the stream time passes their start by Size+Grace (the store's
-// retention, Kafka's default: the window has closed), then removed from the in-memory store (not from the changelog, whose old
+// retention, Kafka's default: the window has closed), then removed from the store (not from the changelog, whose old
 // records compaction and the restore's own expiry leave behind).
 type windowAggregator[K, V, VA any] struct {
 	store   string
 	w       TimeWindows
 	f       func(k K, v V, acc VA, found bool) VA
 	c       *nodeContext
-	kv      *memKV[Windowed[K], VA]
+	kv      *winStore[K, VA]
 	expired int64 // stream time of the last expiry pass
 }
 
 func (a *windowAggregator[K, V, VA]) init(c *nodeContext) error {
 	a.c = c
-	kv, ok := c.task.stores[a.store].(*memKV[Windowed[K], VA])
+	kv, ok := c.task.stores[a.store].(*winStore[K, VA])
 	if !ok {
 		return fmt.Errorf("streams: store %q is not a window store", a.store)
 	}
@@ -215,24 +215,17 @@ func (a *windowAggregator[K, V, VA]) process(r rec) error {
 	if !updated {
 		tk.dropped++
 	}
-	a.expire()
-	return nil
+	return a.expire()
 }
 
 // expire removes windows past the retention, at most once per Advance of stream time.
-func (a *windowAggregator[K, V, VA]) expire() {
+func (a *windowAggregator[K, V, VA]) expire() error {
 	now := a.c.task.streamTime
 	if a.expired >= 0 && now-a.expired < a.w.Advance.Milliseconds() {
-		return
+		return nil
 	}
 	a.expired = now
-	retention := (a.w.Size + a.w.Grace).Milliseconds()
-	for kb := range a.kv.data {
-		start := int64(binary.BigEndian.Uint64([]byte(kb[len(kb)-8:])))
-		if start+retention <= now {
-			delete(a.kv.data, kb)
-		}
-	}
+	return a.kv.expire(now - (a.w.Size+a.w.Grace).Milliseconds() + 1)
 }
 
 func (a *windowAggregator[K, V, VA]) close() error { return nil }

@@ -6,6 +6,9 @@
 //	go run ./examples/wordcount --bootstrap-server 127.0.0.1:9092 \
 //		--input text-lines --output word-counts --application-id wordcount
 //
+// The counts live in a persistent store under --state-dir, so a restarted instance
+// restores only what its changelog gained since it stopped.
+//
 // The input topic must exist; the output topic is written as the broker allows (create it
 // first where topics are not created automatically).
 package main
@@ -38,6 +41,7 @@ func run(args []string) error {
 	output := fs.String("output", "", "topic of word counts")
 	appID := fs.String("application-id", "wordcount", "application.id: consumer group and internal topic prefix")
 	guarantee := fs.String("processing-guarantee", string(streams.AtLeastOnce), "at_least_once or exactly_once_v2")
+	stateDir := fs.String("state-dir", "", "state.dir: where the counts' store lives (default <temp dir>/gregor-streams)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +59,7 @@ func run(args []string) error {
 		ApplicationID: *appID,
 		Brokers:       strings.Split(*brokers, ","),
 		Guarantee:     streams.Guarantee(*guarantee),
+		StateDir:      *stateDir,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

@@ -48,7 +48,7 @@ func testWordCount(t *testing.T, bin, guarantee string) {
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--bootstrap-server", n.Addr(), "--input", "lines", "--output", "counts",
-		"--application-id", "wc-example", "--processing-guarantee", guarantee)
+		"--application-id", "wc-example", "--processing-guarantee", guarantee, "--state-dir", t.TempDir())
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
