@@ -225,7 +225,7 @@ func (a *windowAggregator[K, V, VA]) expire() error {
 		return nil
 	}
 	a.expired = now
-	return a.kv.expire(now - (a.w.Size+a.w.Grace).Milliseconds() + 1)
+	return a.kv.expire(now - (a.w.Size + a.w.Grace).Milliseconds() + 1)
 }
 
 func (a *windowAggregator[K, V, VA]) close() error { return nil }
