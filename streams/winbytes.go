@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -17,8 +16,8 @@ import (
 // property test checks against a plain reference:
 //
 //   - expire(before) removes every window starting before before; reads never see one;
-//   - fetch yields one key's windows by start; all yields every window by key bytes, then
-//     start.
+//   - fetch yields one key's windows by start; all yields every window in the order of
+//     its changelog key's bytes (key bytes, then the start as 8 bytes big endian).
 //
 // A core is used by one goroutine at a time.
 type winBytes interface {
@@ -30,7 +29,7 @@ type winBytes interface {
 	// fetch calls f with key k's windows starting in [from, to], by start, until f
 	// returns false. v is valid during the call only.
 	fetch(k []byte, from, to int64, f func(start int64, v []byte) bool) error
-	// all calls f with every window by key bytes, then start, until f returns false.
+	// all calls f with every window in changelog-key order until f returns false.
 	all(f func(k []byte, start int64, v []byte) bool) error
 	expire(before int64) error
 	count() (int, error)
@@ -111,12 +110,21 @@ func (m *memWinBytes) fetch(k []byte, from, to int64, f func(int64, []byte) bool
 }
 
 func (m *memWinBytes) all(f func([]byte, int64, []byte) bool) error {
-	keys := slices.SortedFunc(maps.Keys(m.keys), func(a, b string) int { return bytes.Compare([]byte(a), []byte(b)) })
-	for _, k := range keys {
-		for _, w := range m.keys[k] {
-			if !f([]byte(k), w.start, w.v) {
-				return nil
-			}
+	type entry struct {
+		ck []byte // changelog key
+		v  []byte
+	}
+	var es []entry
+	for k, ws := range m.keys {
+		for _, w := range ws {
+			es = append(es, entry{binary.BigEndian.AppendUint64([]byte(k), uint64(w.start)), w.v})
+		}
+	}
+	slices.SortFunc(es, func(a, b entry) int { return bytes.Compare(a.ck, b.ck) })
+	for _, e := range es {
+		k, start, _ := splitChangelogKey(e.ck)
+		if !f(k, start, e.v) {
+			return nil
 		}
 	}
 	return nil

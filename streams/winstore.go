@@ -154,7 +154,7 @@ func (s *winStore[K, V]) windowed(k K, start int64) Windowed[K] {
 	return Windowed[K]{Key: k, Window: Window{Start: fromMillis(start), End: fromMillis(start + s.size)}}
 }
 
-// All yields every window by key bytes, then start.
+// All yields every window in the order of its changelog key's bytes (key bytes, then start).
 func (s *winStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 	return func(yield func(Windowed[K], V) bool) {
 		err := s.b.all(func(kb []byte, start int64, vb []byte) bool {
