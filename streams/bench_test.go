@@ -45,11 +45,21 @@ func BenchmarkWordCountDriver(b *testing.B) {
 // output is measured (group join and topic creation included).
 func BenchmarkWordCountBroker(b *testing.B) {
 	for _, g := range []streams.Guarantee{streams.AtLeastOnce, streams.ExactlyOnceV2} {
-		b.Run(string(g), func(b *testing.B) { benchBroker(b, g) })
+		b.Run(string(g), func(b *testing.B) { benchBroker(b, g, streams.Persistent) })
 	}
 }
 
-func benchBroker(b *testing.B, g streams.Guarantee) {
+// BenchmarkWordCountStores is BenchmarkWordCountBroker with the counts in persistent
+// (pebble) and in in-memory stores, side by side.
+func BenchmarkWordCountStores(b *testing.B) {
+	for _, st := range []streams.StoreType{streams.Persistent, streams.InMemory} {
+		for _, g := range []streams.Guarantee{streams.AtLeastOnce, streams.ExactlyOnceV2} {
+			b.Run(string(st)+"/"+string(g), func(b *testing.B) { benchBroker(b, g, st) })
+		}
+	}
+}
+
+func benchBroker(b *testing.B, g streams.Guarantee, st streams.StoreType) {
 	n := embedtest.Start(b, embed.Options{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.ProducerBatchMaxBytes(1<<20))
 	if err != nil {
@@ -84,7 +94,7 @@ func benchBroker(b *testing.B, g streams.Guarantee) {
 	defer out.Close()
 	bl := streams.NewBuilder()
 	wordCount(bl)
-	app, err := streams.New(bl, streams.Config{ApplicationID: "bench", Brokers: []string{n.Addr()}, Guarantee: g, StateDir: b.TempDir(),
+	app, err := streams.New(bl, streams.Config{ApplicationID: "bench", Brokers: []string{n.Addr()}, Guarantee: g, StateDir: b.TempDir(), DefaultDSLStore: st,
 		CommitInterval: 100 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)

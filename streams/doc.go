@@ -37,6 +37,35 @@
 // <application.id>-<name>-repartition and <application.id>-<store>-changelog (compacted),
 // Describe as TopologyDescription prints it.
 //
+// # State
+//
+// Stateful operators keep their state in stores, each backed by a compacted changelog
+// topic. A store is persistent by default, as Kafka Streams' RocksDB stores: a pebble
+// database per store and task under Config.StateDir (state.dir, <temp dir>/gregor-streams
+// when unset), laid out as
+//
+//	<state.dir>/<application.id>/<task id>/.lock          flock held while an App runs it
+//	<state.dir>/<application.id>/<task id>/.checkpoint    changelog offsets the stores hold
+//	<state.dir>/<application.id>/<task id>/<store>/       the store's pebble files
+//
+// WithStoreType(InMemory) on an operator, or Config.DefaultDSLStore, keeps a store in the
+// heap instead; the test driver keeps every store in memory. Key-value stores (Count,
+// Reduce, Aggregate, Table, AddKeyValueStore) hold the serialized key and value; the
+// windowed aggregation's store is cut into time segments (segment | key | window start),
+// so a fetch by key and time range is a seek per segment and expiry drops whole segments.
+//
+// As in Kafka Streams the stores write no log of their own (the changelog is their log):
+// a checkpoint (Kafka's OffsetCheckpoint format) is written after the stores are flushed,
+// at a commit once more than 10,000 changelog records have gone in since the last one
+// (at-least-once), and whenever a task closes cleanly. Under exactly_once_v2 it is written
+// only on a clean close and removed when the task opens, so after a crash the stores
+// (which may hold effects of an aborted transaction) have none. When a task opens, a store
+// whose checkpoint lies within its changelog restores only the records after it; a store
+// without one, or whose checkpoint is outside the log, is wiped and restored from the
+// start. Config.RestoreListener (a StateRestoreListener) hears every restore's start,
+// batches and end; the log says what each restore read. App.CleanUp deletes the local
+// state.
+//
 // # Guarantees
 //
 // At-least-once (the default): every commit interval the producer is flushed (every output,
@@ -60,17 +89,21 @@
 // KTable; windowed aggregation over tumbling and hopping time windows with a grace period
 // (WindowedBy, CountWindowed, ReduceWindowed, AggregateWindowed; late records dropped and
 // counted); stream-table joins (Join, LeftJoin); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
-// stores and punctuators on stream time and wall-clock time); in-memory key-value stores
-// with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
+// stores and punctuators on stream time and wall-clock time); persistent (pebble) and
+// in-memory key-value and window stores with changelogs, state.dir with locked task
+// directories, checkpoints and a restore of only the changelog past them, restore progress
+// (StateRestoreListener) and CleanUp; Describe; the test driver; the runtime, at-least-once and
 // exactly_once_v2, with instances of one application.id sharing its tasks; the
 // deserialization exception handler (LogAndFail, LogAndContinue).
 //
 // Not yet: sliding and session windows, suppress-until-window-closes; the other joins
-// (stream-stream, table-table, global tables, foreign-key); persistent (pebble) stores and window stores of
-// their own (windows live in an in-memory key-value store keyed by key and window start); a
-// record cache (every table update is forwarded); standby replicas and a sticky,
-// state-aware assignor; more than one stream thread per App; interactive queries and
+// (stream-stream, table-table, global tables, foreign-key); a record cache (every table
+// update is forwarded and every store access reaches pebble); the state cleaner
+// (state.cleanup.delay.ms: directories of tasks no longer assigned stay until CleanUp);
+// keeping a task's persistent stores across a rebalance under exactly_once_v2 (every task
+// is closed uncleanly then, so its stores are wiped and restored whole); standby replicas
+// and a sticky, state-aware assignor; more than one stream thread per App; interactive queries and
 // application.server; the production exception handler (a failed produce stops Run) and
 // the uncaught-error handler; co-partitioning checks; KTable operators other than
-// ToStream; restore progress reporting.
+// ToStream.
 package streams

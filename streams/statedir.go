@@ -159,3 +159,49 @@ func syncDir(dir string) error {
 	}
 	return errors.Join(d.Sync(), d.Close())
 }
+
+// CleanUp deletes this application's local state, <StateDir>/<ApplicationID>, as Kafka
+// Streams' KafkaStreams.cleanUp: the next Run restores every store from its changelog. It
+// may be called before Run or after Run has returned; a task directory that another
+// instance holds is left, and reported.
+func (a *App) CleanUp() error {
+	a.runMu.Lock()
+	running := a.done != nil
+	if running {
+		select {
+		case <-a.done:
+			running = false
+		default:
+		}
+	}
+	a.runMu.Unlock()
+	if running {
+		return errors.New("streams: CleanUp while Run is running")
+	}
+	root := a.topo.state.root
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("streams: clean up %s: %w", root, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		dir := filepath.Join(root, e.Name())
+		if !e.IsDir() {
+			errs = append(errs, os.Remove(dir))
+			continue
+		}
+		l, err := lockDir(dir)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("streams: clean up %s: %w", dir, err))
+			continue
+		}
+		errs = append(errs, os.RemoveAll(dir), l.unlock())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return os.Remove(root)
+}

@@ -198,3 +198,36 @@ func TestTaskDirectoryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// CleanUp deletes the application's state directory, but not a task directory another
+// instance holds.
+func TestCleanUp(t *testing.T) {
+	root := t.TempDir()
+	b := windowedCounts("")
+	a, err := New(b, Config{ApplicationID: "app", Brokers: []string{"127.0.0.1:1"}, StateDir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.topo.state.lockTask(TaskID{Subtopology: 0, Partition: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "app", "0_0", "wc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CleanUp(); !errors.Is(err, errDirLocked) {
+		t.Fatalf("CleanUp with a held task directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "app", "0_0")); !os.IsNotExist(err) {
+		t.Fatalf("free task directory not removed: %v", err)
+	}
+	if err := held.unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CleanUp(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "app")); !os.IsNotExist(err) {
+		t.Fatalf("application directory not removed: %v", err)
+	}
+}
