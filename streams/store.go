@@ -20,7 +20,7 @@ type KeyValueStore[K, V any] interface {
 	// All yields every entry in the order of the serialized keys' bytes, as Kafka's stores
 	// order them. Writing to the store during the iteration is not allowed.
 	All() iter.Seq2[K, V]
-	// Len is the number of entries.
+	// Len is the number of entries (a persistent store counts them by scanning).
 	Len() int
 }
 
