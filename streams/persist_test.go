@@ -328,3 +328,33 @@ func committedRecords(t *testing.T, addr, topic string) map[int32]int64 {
 	}
 	return count
 }
+
+// Two instances in one process share a state directory: each opens only the task
+// directories of its own tasks (a task directory is locked while open), and when one stops
+// the other takes its tasks over, opening the directories it released.
+func TestInstancesShareStateDir(t *testing.T) {
+	n, cl, _ := setupWordCount(t)
+	dir := t.TempDir()
+	want := map[string]int64{}
+	l1 := manyLines("a", 200)
+	produceLines(t, cl, "text-lines", l1)
+	countWords(want, l1)
+	a := startIn(t, n.Addr(), "shared", streams.AtLeastOnce, dir, nil)
+	b := startIn(t, n.Addr(), "shared", streams.AtLeastOnce, dir, nil)
+	latest(t, n.Addr(), "word-counts", want)
+	deadline := time.Now().Add(time.Minute)
+	for len(a.app.Tasks()) == 0 || len(b.app.Tasks()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks %v and %v: not shared", a.app.Tasks(), b.app.Tasks())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	b.stop(t)
+	l2 := manyLines("b", 200)
+	produceLines(t, cl, "text-lines", l2)
+	countWords(want, l2)
+	latest(t, n.Addr(), "word-counts", want)
+	if got := len(a.app.Tasks()); got != 4 {
+		t.Fatalf("after the other stopped, %d tasks, want all 4", got)
+	}
+}
