@@ -179,7 +179,7 @@ func (a *App) dropLocked(ps map[string][]int32, clean bool) {
 			if tk, ok := a.mu.tasks[id]; ok {
 				a.mu.dropped += tk.dropped
 				a.mu.skipped += tk.skipped
-				if clean {
+				if clean || a.committedLocked(tk) {
 					if err := a.checkpointTask(tk, true); err != nil {
 						a.failLocked(err)
 					}

@@ -58,8 +58,10 @@
 // a checkpoint (Kafka's OffsetCheckpoint format) is written after the stores are flushed,
 // at a commit once more than 10,000 changelog records have gone in since the last one
 // (at-least-once), and whenever a task closes cleanly. Under exactly_once_v2 it is written
-// only on a clean close and removed when the task opens, so after a crash the stores
-// (which may hold effects of an aborted transaction) have none. When a task opens, a store
+// only when a task closes holding committed state only (a clean stop, or a rebalance or
+// abort while its stores took no write since the last committed transaction) and removed
+// when the task opens, so after a crash the stores (which may hold effects of an aborted
+// transaction) have none. When a task opens, a store
 // whose checkpoint lies within its changelog restores only the records after it; a store
 // without one, or whose checkpoint is outside the log, is wiped and restored from the
 // start. Config.RestoreListener (a StateRestoreListener) hears every restore's start,
@@ -100,9 +102,9 @@
 // (stream-stream, table-table, global tables, foreign-key); a record cache (every table
 // update is forwarded and every store access reaches pebble); the state cleaner
 // (state.cleanup.delay.ms: directories of tasks no longer assigned stay until CleanUp);
-// keeping a task's persistent stores across a rebalance under exactly_once_v2 (every task
-// is closed uncleanly then, so its stores are wiped and restored whole); standby replicas
-// and a sticky, state-aware assignor; more than one stream thread per App; interactive queries and
+// committing the open transaction when a rebalance starts under exactly_once_v2 (a task
+// that wrote in it is wiped and restored whole); standby replicas and a sticky,
+// state-aware assignor; more than one stream thread per App; interactive queries and
 // application.server; the production exception handler (a failed produce stops Run) and
 // the uncaught-error handler; co-partitioning checks; KTable operators other than
 // ToStream.

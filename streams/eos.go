@@ -58,7 +58,9 @@ func (a *App) runExactlyOnce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("streams: commit transaction: %w", err)
 		}
-		if !committed {
+		if committed {
+			a.transactionCommitted()
+		} else {
 			a.log.Warn("streams: transaction aborted; restoring the tasks from their changelogs")
 			a.mu.Lock()
 			a.mu.rebuild = true
@@ -97,7 +99,9 @@ func (a *App) runExactlyOnce(ctx context.Context) error {
 
 // rebuild aborts the open transaction (the session moves the consumer back to the committed
 // offsets, dropping what was polled), remakes every task of the current assignment from the
-// committed changelogs, and begins a new transaction.
+// committed changelogs, and begins a new transaction. A task whose persistent stores took
+// no write in the aborted transaction closes with a checkpoint, so it restores only the
+// changelog's tail; the others are wiped and restored whole.
 func (a *App) rebuild(ctx context.Context, s *kgo.GroupTransactSession) error {
 	if _, err := s.End(ctx, kgo.TryAbort); err != nil {
 		return fmt.Errorf("streams: abort transaction: %w", err)
@@ -108,6 +112,9 @@ func (a *App) rebuild(ctx context.Context, s *kgo.GroupTransactSession) error {
 	for id, tk := range a.mu.tasks {
 		a.mu.dropped += tk.dropped
 		a.mu.skipped += tk.skipped
+		if a.committedLocked(tk) {
+			errs = append(errs, a.checkpointTask(tk, true))
+		}
 		errs = append(errs, tk.close())
 		delete(a.mu.tasks, id)
 	}

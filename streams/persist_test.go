@@ -358,3 +358,51 @@ func TestInstancesShareStateDir(t *testing.T) {
 		t.Fatalf("after the other stopped, %d tasks, want all 4", got)
 	}
 }
+
+// Under exactly_once_v2 a rebalance aborts the open transaction and remakes the tasks; a
+// task whose stores took no write since the last committed transaction closes with a
+// checkpoint, so it comes back restoring only the changelog's tail (here: a transaction
+// marker), not the whole changelog.
+func TestExactlyOnceRebalanceKeepsCommittedState(t *testing.T) {
+	n, cl, _ := setupWordCount(t)
+	want := map[string]int64{}
+	l1 := manyLines("a", 300)
+	produceLines(t, cl, "text-lines", l1)
+	countWords(want, l1)
+	restores := newRestoreLog()
+	a := startIn(t, n.Addr(), "eosreb", streams.ExactlyOnceV2, t.TempDir(), restores)
+	latest(t, n.Addr(), "word-counts", want)
+	if ev := restores.events(); len(ev) != 0 {
+		t.Fatalf("restores before any changelog was written: %+v", ev)
+	}
+
+	b := startIn(t, n.Addr(), "eosreb", streams.ExactlyOnceV2, t.TempDir(), nil)
+	var held []int32
+	deadline := time.Now().Add(time.Minute)
+	for {
+		held = held[:0]
+		for _, id := range a.app.Tasks() {
+			if id.Subtopology == 1 {
+				held = append(held, id.Partition)
+			}
+		}
+		if len(held) > 0 && len(b.app.Tasks()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks %v and %v: not shared", a.app.Tasks(), b.app.Tasks())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	ev := restores.events()
+	for _, p := range held {
+		e := ev[p]
+		if !e.ended || e.start == 0 || e.total != 0 {
+			t.Fatalf("partition %d kept through the rebalance: restore %+v, want only the tail past its checkpoint", p, e)
+		}
+	}
+	l2 := manyLines("b", 100)
+	produceLines(t, cl, "text-lines", l2)
+	countWords(want, l2)
+	latest(t, n.Addr(), "word-counts", want)
+}

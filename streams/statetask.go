@@ -34,6 +34,10 @@ type taskState struct {
 	tps        map[string]topicPartition // their changelog partitions
 	covered    map[topicPartition]int64
 	last       map[topicPartition]int64 // offsets of the last checkpoint written
+	// dirty is set by a write to a persistent store, and cleared under exactly_once_v2 when
+	// a transaction commits: a task that is not dirty holds committed state only, so it can
+	// close with a checkpoint even while a transaction of other tasks is aborted.
+	dirty bool
 }
 
 // makeStore makes one store of the task: persistent (opening the task's directory on the
@@ -54,6 +58,13 @@ func (tk *task) makeStore(d *storeDef, log changelogWriter) (stateStore, error) 
 	if tk.state == nil {
 		if err := tk.openState(); err != nil {
 			return nil, err
+		}
+	}
+	if log != nil {
+		inner := log
+		log = func(k, v []byte) error {
+			tk.state.dirty = true
+			return inner(k, v)
 		}
 	}
 	s, err := d.open(log, filepath.Join(tk.state.dir, d.name), sd.log)
@@ -186,6 +197,23 @@ func (a *App) ackedOffset(tp topicPartition) int64 {
 // and has flushed the producer so that every changelog write of tk is acknowledged.
 func (a *App) checkpointTask(tk *task, force bool) error {
 	return tk.checkpoint(a.ackedOffset, force)
+}
+
+// committedLocked is whether tk can close with a checkpoint under exactly_once_v2: its
+// persistent stores took no write since the last committed transaction.
+func (a *App) committedLocked(tk *task) bool {
+	return a.cfg.Guarantee == ExactlyOnceV2 && tk.state != nil && !tk.state.dirty
+}
+
+// transactionCommitted marks every task's state as committed.
+func (a *App) transactionCommitted() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, tk := range a.mu.tasks {
+		if tk.state != nil {
+			tk.state.dirty = false
+		}
+	}
 }
 
 // commitAndCheckpoint is the at-least-once commit, then the checkpoint of every task whose
