@@ -39,7 +39,8 @@ func (w TimeWindows) windowsFor(ts int64) []int64 {
 	return out
 }
 
-// Window is a time window, Start inclusive, End exclusive.
+// Window is a window of time: for time windows Start is inclusive and End exclusive; for
+// sliding windows and sessions both are inclusive, as in Kafka Streams.
 type Window struct {
 	Start, End time.Time
 }
@@ -85,6 +86,8 @@ func WindowedSerde[K any](inner serde.Serde[K], size time.Duration) serde.Serde[
 type TimeWindowedKStream[K, V any] struct {
 	g KGroupedStream[K, V]
 	w TimeWindows
+	// sliding, when set, makes the windows sliding ones (SlidingWindowedBy), w unused.
+	sliding *SlidingWindows
 }
 
 // WindowedBy cuts g into windows w.
@@ -125,6 +128,9 @@ func AggregateWindowed[K, V, VA any](ws TimeWindowedKStream[K, V], init func() V
 }
 
 func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serde[VA], op options, f func(k K, v V, acc VA, found bool) VA) KTable[Windowed[K], VA] {
+	if ws.sliding != nil {
+		return slidingAggregate(ws, vas, op, f)
+	}
 	g := ws.g
 	b := g.s.b
 	store := op.name
@@ -155,7 +161,7 @@ func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Ser
 	w := ws.w
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance { return &windowAggregator[K, V, VA]{store: store, w: w, f: f, expired: -1} }}, s.n)
-	return KTable[Windowed[K], VA]{b: b, n: n, ks: wks, vs: vas, store: store}
+	return KTable[Windowed[K], VA]{b: b, n: n, ks: wks, vs: vas, store: store, closing: &windowClosing{after: w.Grace.Milliseconds()}}
 }
 
 // windowAggregator updates every window a record falls in that is still open: its end
