@@ -62,7 +62,7 @@ func slidingAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serd
 	b.addStore(storeDef{name: store, changelog: true,
 		topicConfigs: map[string]string{
 			"cleanup.policy": "compact,delete",
-			"retention.ms":   fmt.Sprint(2*diff + grace + (24 * time.Hour).Milliseconds()),
+			"retention.ms":   fmt.Sprint(2*diff + grace + 1 + (24 * time.Hour).Milliseconds()),
 		},
 		make: func(log changelogWriter) stateStore {
 			return &slidingView[K, VA]{s: newMemWindowStore(store, timeWindowLayout, diff, log), ks: ks, vs: vas, topic: store + "-changelog"}
@@ -125,8 +125,12 @@ func (v *slidingView[K, V]) All() iter.Seq2[Windowed[K], V] {
 //
 // A window is open while its end is at or after the stream time minus the grace period; a
 // record whose right window would already be closed is late: dropped and counted, as is one
-// that updated no window. Windows are removed from memory once their start is more than
-// 2d+grace before the stream time (Kafka's default retention): no later record reads them.
+// that updated no window. A record before the close time whose right window is open updates
+// the open windows it is in only (its left window is not made), so windows made later from
+// those aggregates may miss it, as in Kafka Streams. Windows are removed from memory once their start is more than
+// 2d+grace+1 before the stream time: no later record reads them. (Kafka's default
+// retention is 2d+grace; the window one millisecond older holds the previous record of a
+// record whose previous record's right window is still open.)
 type slidingAggregator[K, V, VA any] struct {
 	store       string
 	diff, grace int64
@@ -235,8 +239,9 @@ func (a *slidingAggregator[K, V, VA]) process(r rec) error {
 		}
 	}
 	var zero VA
-	// The previous record's right window, when it holds this record.
-	if havePrev && !starts[prev+1] && prev+1+d >= ts {
+	// The previous record's right window, when it holds this record and is not this
+	// record's left window (made next).
+	if havePrev && !starts[prev+1] && prev+1+d >= ts && prev+1 != ts-d {
 		if err := update(prev+1, zero, false, ts); err != nil {
 			return err
 		}
@@ -283,6 +288,6 @@ func (a *slidingAggregator[K, V, VA]) expire() {
 		return
 	}
 	a.expired = now
-	retention := 2*a.diff + a.grace
+	retention := 2*a.diff + a.grace + 1
 	a.view.s.expire(func(start, _ int64) bool { return start < now-retention })
 }
