@@ -166,7 +166,7 @@ func (a *sessionAggregator[K, V, VA]) process(r rec) error {
 	acc, has := a.ops.init()
 	start, end := ts, ts
 	var merged []Windowed[K]
-	for s, sv := range a.view.FindSessions(k, max(ts-a.gap, closeTime), ts+a.gap) {
+	for s, sv := range a.view.findSessions(k, max(ts-a.gap, closeTime), ts+a.gap) {
 		merged = append(merged, s)
 		acc, has = a.ops.merge(k, acc, has, sv), true
 		start, end = min(start, millis(s.Window.Start)), max(end, millis(s.Window.End))

@@ -178,7 +178,7 @@ func TestSessionWindows(t *testing.T) {
 				if !last[w] {
 					t.Fatalf("store holds %v = %d, which was deleted", w, v)
 				}
-				if got, ok, err := store.FetchSession(k.Key, w.start, w.end); !ok || err != nil || got != v {
+				if got, ok, err := store.FetchSession(k.Key, k.Window.Start, k.Window.End); !ok || err != nil || got != v {
 					t.Fatalf("fetch %v: %d %v %v", w, got, ok, err)
 				}
 			}
@@ -296,6 +296,12 @@ func TestSessionMerge(t *testing.T) {
 	if ts := raw[4].Timestamp.UnixMilli(); ts != 104 {
 		t.Fatalf("deletion of [100,104] at %d", ts)
 	}
+	store := streamstest.SessionStore[string, int64](d, counts.StoreName())
+	var found []string
+	for w, n := range store.FindSessions("u", time.UnixMilli(105), time.UnixMilli(111)) {
+		found = append(found, w.String()+"="+string(rune('0'+n)))
+	}
+	equal(t, "sessions ending at or after 105 and starting at or before 111", found, []string{"[u@100/112]=4"})
 	// At 130 the close time is 115: [100,112] has closed, and the record at 116, within
 	// the gap of it but on time, makes a session of its own; the one at 114 is before the
 	// close time but merges with the open [116,116].

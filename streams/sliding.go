@@ -38,14 +38,14 @@ func SlidingWindowedBy[K, V any](g KGroupedStream[K, V], w SlidingWindows) TimeW
 // slidingAggregate is windowedAggregate for sliding windows: the same store naming,
 // repartition and changelog (compact,delete, retained for the store's retention plus a day),
 // with a store of windows and the sliding processor.
-func slidingAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serde[VA], op options, f func(k K, v V, acc VA, found bool) VA) KTable[Windowed[K], VA] {
+func slidingAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serde[VA], op options, prefix string, f func(k K, v V, acc VA, found bool) VA) KTable[Windowed[K], VA] {
 	g, w := ws.g, *ws.sliding
 	b := g.s.b
 	store := op.name
 	if store == "" {
-		store = b.newName("KSTREAM-AGGREGATE-STATE-STORE-")
+		store = b.newName(prefix + "STATE-STORE-")
 	}
-	name := b.nameOr(op, "KSTREAM-AGGREGATE-")
+	name := b.nameOr(op, prefix)
 	s := g.s
 	if g.repartition {
 		base := g.name
@@ -90,13 +90,13 @@ func (v *slidingView[K, V]) typed() any                { return WindowStore[K, V
 func (v *slidingView[K, V]) Name() string              { return v.s.name }
 func (v *slidingView[K, V]) Len() int                  { return v.s.n }
 
-func (v *slidingView[K, V]) Fetch(k K, start int64) (V, bool, error) {
+func (v *slidingView[K, V]) Fetch(k K, start time.Time) (V, bool, error) {
 	var z V
 	kb, err := v.ks.Serialize(v.topic, k)
 	if err != nil {
 		return z, false, fmt.Errorf("streams: store %q key: %w", v.s.name, err)
 	}
-	b, ok := v.s.get(string(kb), start, start+v.s.size)
+	b, ok := v.s.get(string(kb), millis(start), millis(start)+v.s.size)
 	if !ok {
 		return z, false, nil
 	}

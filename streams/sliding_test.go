@@ -208,7 +208,7 @@ func TestSlidingWindows(t *testing.T) {
 				if w := (win{k.Key, k.Window.Start.UnixMilli(), k.Window.End.UnixMilli(), v, false}); !final[w] {
 					t.Fatalf("store holds %v, not a final window", w)
 				}
-				if got, ok, err := store.Fetch(k.Key, k.Window.Start.UnixMilli()); !ok || err != nil || got != v {
+				if got, ok, err := store.Fetch(k.Key, k.Window.Start); !ok || err != nil || got != v {
 					t.Fatalf("fetch %v: %d %v %v", k, got, ok, err)
 				}
 			}

@@ -266,10 +266,15 @@ func TestDescribeWindowedSuppress(t *testing.T) {
 	s = streams.Stream(b, "input", serde.String, serde.String)
 	r := streams.ReduceSessionWindowed(streams.SessionWindowedBy(streams.GroupByKey(s), streams.SessionWindowsOf(time.Minute, 0)), func(a, v string) string { return a + v })
 	streams.Suppress(r, streams.UntilWindowCloses(streams.Unbounded()), streams.Named("final"))
+	join := func(a, v string) string { return a + v }
+	streams.ReduceWindowed(streams.SlidingWindowedBy(streams.GroupByKey(s), streams.SlidingWindowsOf(time.Minute, 0)), join)
+	streams.ReduceWindowed(streams.WindowedBy(streams.GroupByKey(s), streams.TumblingWindows(time.Minute, 0)), join)
 	got := b.Describe()
 	for _, line := range []string{
 		"Processor: KSTREAM-REDUCE-0000000002 (stores: [KSTREAM-REDUCE-STATE-STORE-0000000001])",
 		"Processor: final (stores: [final-store])",
+		"Processor: KSTREAM-REDUCE-0000000004 (stores: [KSTREAM-REDUCE-STATE-STORE-0000000003])",
+		"Processor: KSTREAM-REDUCE-0000000006 (stores: [KSTREAM-REDUCE-STATE-STORE-0000000005])",
 	} {
 		if !strings.Contains(got, line) {
 			t.Fatalf("no %q in\n%s", line, got)

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gregor-project/gregor/streams/serde"
 )
@@ -189,10 +190,10 @@ func (s *memWindowStore) sortedKeys() []string {
 type SessionStore[K, V any] interface {
 	Name() string
 	// FetchSession is the value of key k's session [start, end], if there is one.
-	FetchSession(k K, start, end int64) (V, bool, error)
+	FetchSession(k K, start, end time.Time) (V, bool, error)
 	// FindSessions yields key k's sessions that end at or after earliestEnd and start at
-	// or before latestStart (ms), by start.
-	FindSessions(k K, earliestEnd, latestStart int64) iter.Seq2[Windowed[K], V]
+	// or before latestStart, by start.
+	FindSessions(k K, earliestEnd, latestStart time.Time) iter.Seq2[Windowed[K], V]
 	Put(w Windowed[K], v V) error
 	Remove(w Windowed[K]) error
 	// All yields every session, by key bytes then start.
@@ -205,8 +206,8 @@ type SessionStore[K, V any] interface {
 // TimestampedWindowStore seen without the timestamps): per key, the value of each window.
 type WindowStore[K, V any] interface {
 	Name() string
-	// Fetch is the value of key k's window starting at start (ms).
-	Fetch(k K, start int64) (V, bool, error)
+	// Fetch is the value of key k's window starting at start.
+	Fetch(k K, start time.Time) (V, bool, error)
 	// All yields every window, by key bytes then start.
 	All() iter.Seq2[Windowed[K], V]
 	// Len is the number of windows.
@@ -248,13 +249,13 @@ func (v *sessionView[K, V]) value(b []byte) (V, error) {
 	return x, nil
 }
 
-func (v *sessionView[K, V]) FetchSession(k K, start, end int64) (V, bool, error) {
+func (v *sessionView[K, V]) FetchSession(k K, start, end time.Time) (V, bool, error) {
 	var z V
 	kb, err := v.key(k)
 	if err != nil {
 		return z, false, err
 	}
-	b, ok := v.s.get(kb, start, end)
+	b, ok := v.s.get(kb, millis(start), millis(end))
 	if !ok {
 		return z, false, nil
 	}
@@ -263,7 +264,11 @@ func (v *sessionView[K, V]) FetchSession(k K, start, end int64) (V, bool, error)
 }
 
 // FindSessions stops at a value that does not deserialize (a broken serde).
-func (v *sessionView[K, V]) FindSessions(k K, earliestEnd, latestStart int64) iter.Seq2[Windowed[K], V] {
+func (v *sessionView[K, V]) FindSessions(k K, earliestEnd, latestStart time.Time) iter.Seq2[Windowed[K], V] {
+	return v.findSessions(k, millis(earliestEnd), millis(latestStart))
+}
+
+func (v *sessionView[K, V]) findSessions(k K, earliestEnd, latestStart int64) iter.Seq2[Windowed[K], V] {
 	return func(yield func(Windowed[K], V) bool) {
 		kb, err := v.key(k)
 		if err != nil {
