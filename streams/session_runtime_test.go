@@ -33,7 +33,8 @@ func sessionCount(b *streams.Builder) {
 // deletes) equals want, or the deadline passes; it returns how many records it read.
 func sessionTable(t *testing.T, addr, topic string, base int64, want map[string]string) int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +69,12 @@ func sessionTable(t *testing.T, addr, topic string, base int64, want map[string]
 // buffer and the session store restored from their changelogs) to be emitted once the
 // stream time has passed the sessions' end, gap and grace.
 func TestSessionWindowsAgainstBroker(t *testing.T) {
+	for _, g := range []streams.Guarantee{streams.AtLeastOnce, streams.ExactlyOnceV2} {
+		t.Run(string(g), func(t *testing.T) { testSessionWindows(t, g) })
+	}
+}
+
+func testSessionWindows(t *testing.T, g streams.Guarantee) {
 	n := embedtest.Start(t, embed.Options{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -93,12 +100,14 @@ func TestSessionWindowsAgainstBroker(t *testing.T) {
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	app := startApp(t, n.Addr(), "clicks-app", sessionCount)
+	app := startApp(t, n.Addr(), "clicks-app", g, sessionCount)
 	updates := sessionTable(t, n.Addr(), "sessions", base, map[string]string{
 		"u1@0-600": "3", "u1@5000-5000": "1", "u2@0-2000": "3",
 	})
-	if updates < 9 { // 7 updates and at least 2 deletions
-		t.Fatalf("%d session updates", updates)
+	// u1: [0,0]; its deletion and [0,600]; [0,600] deleted and put again with 3; [5000,5000].
+	// u2: [0,0]; [2000,2000]; both deleted, and [0,2000]. Each once, exactly once.
+	if updates < 11 || (g == streams.ExactlyOnceV2 && updates != 11) {
+		t.Fatalf("%d session updates, want 11", updates)
 	}
 	app.stop(t)
 
@@ -107,7 +116,7 @@ func TestSessionWindowsAgainstBroker(t *testing.T) {
 	if err := cl.ProduceSync(ctx, produce(0, "tick", 20000), produce(1, "tick", 20000)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	startApp(t, n.Addr(), "clicks-app", sessionCount)
+	startApp(t, n.Addr(), "clicks-app", g, sessionCount)
 	if got := sessionTable(t, n.Addr(), "sessions-final", base, map[string]string{
 		"u1@0-600": "3", "u1@5000-5000": "1", "u2@0-2000": "3",
 	}); got != 3 {
@@ -136,11 +145,11 @@ func TestSessionWindowsAgainstBroker(t *testing.T) {
 }
 
 // startApp runs the topology build makes as application appID until the test stops it.
-func startApp(t *testing.T, addr, appID string, build func(*streams.Builder)) *running {
+func startApp(t *testing.T, addr, appID string, g streams.Guarantee, build func(*streams.Builder)) *running {
 	t.Helper()
 	b := streams.NewBuilder()
 	build(b)
-	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, CommitInterval: 50 * time.Millisecond})
+	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, Guarantee: g, CommitInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
