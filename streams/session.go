@@ -9,8 +9,8 @@ import (
 )
 
 // SessionWindows group a key's records into sessions of activity (Kafka Streams'
-// SessionWindows.ofInactivityGapAndGrace): records of a key less than InactivityGap apart
-// (inclusive) are in one session, a window from its first record's time to its last one's,
+// SessionWindows.ofInactivityGapAndGrace): records of a key at most InactivityGap apart
+// are in one session, a window from its first record's time to its last one's,
 // both inclusive. A record within the gap of two sessions bridges them: they merge into
 // one. A session accepts records until the stream time passes its end by more than
 // InactivityGap+Grace.
