@@ -276,6 +276,11 @@ func (b *suppressBuffer) unset(key string) {
 	delete(b.entries, key)
 	b.bytes -= e.size()
 	i, _ := slices.BinarySearchFunc(b.order, e, cmpEntry)
+	if i == 0 { // the oldest, as emission removes them: no shift
+		b.order[0] = nil
+		b.order = b.order[1:]
+		return
+	}
 	b.order = slices.Delete(b.order, i, i+1)
 }
 
