@@ -59,16 +59,30 @@
 // a partitioner), Repartition; GroupByKey and GroupBy with Count, Reduce and Aggregate into a
 // KTable; windowed aggregation over tumbling and hopping time windows with a grace period
 // (WindowedBy, CountWindowed, ReduceWindowed, AggregateWindowed; late records dropped and
-// counted); stream-table joins (Join, LeftJoin); ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
+// counted), over sliding windows (SlidingWindowedBy, the same aggregations; Kafka's
+// KStreamSlidingWindowAggregate) and over sessions (SessionWindowedBy, CountSessionWindowed,
+// ReduceSessionWindowed, AggregateSessionWindowed with a merger; merged-away sessions
+// deleted downstream); windowed keys written as Kafka's serdes write them (WindowedSerde:
+// key and start; SessionWindowedSerde: key, end and start); Suppress, UntilWindowCloses
+// (only final results) and UntilTimeLimit with a BufferConfig (emit early or fail when
+// full), its buffer changelogged and restored; stream-table joins (Join, LeftJoin);
+// ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
 // stores and punctuators on stream time and wall-clock time); in-memory key-value stores
-// with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
-// exactly_once_v2, with instances of one application.id sharing its tasks; the
-// deserialization exception handler (LogAndFail, LogAndContinue).
+// with changelogs and restore, and in-memory stores of sliding windows and sessions (sorted
+// per key, changelogged and restored: WindowStore, SessionStore); Describe; the test driver;
+// the runtime, at-least-once and exactly_once_v2, with instances of one application.id
+// sharing its tasks; the deserialization exception handler (LogAndFail, LogAndContinue).
 //
-// Not yet: sliding and session windows, suppress-until-window-closes; the other joins
-// (stream-stream, table-table, global tables, foreign-key); persistent (pebble) stores and window stores of
-// their own (windows live in an in-memory key-value store keyed by key and window start); a
-// record cache (every table update is forwarded); standby replicas and a sticky,
+// Where Kafka Streams' windows are ambiguous, windows here are final once closed: a closed
+// session is never merged into a new one, and UntilWindowCloses emits a sliding window or a
+// session (whose ends are inclusive) one millisecond after Kafka's suppression would, when
+// its aggregation can no longer change it. Sliding windows may start before the epoch
+// (Kafka folds such records into [0, time difference]).
+//
+// Not yet: the other joins (stream-stream, table-table, global tables, foreign-key);
+// persistent (pebble) stores; tumbling and hopping windows in a window store of their own
+// (they live in an in-memory key-value store keyed by key and window start); Suppress's
+// spill to disk; a record cache (every table update is forwarded); standby replicas and a sticky,
 // state-aware assignor; more than one stream thread per App; interactive queries and
 // application.server; the production exception handler (a failed produce stops Run) and
 // the uncaught-error handler; co-partitioning checks; KTable operators other than

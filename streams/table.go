@@ -15,6 +15,9 @@ type KTable[K, V any] struct {
 	ks    serde.Serde[K]
 	vs    serde.Serde[V]
 	store string
+	// closing is set on the table of a windowed aggregation: when its windows close, for
+	// Suppress's UntilWindowCloses.
+	closing *windowClosing
 }
 
 // StoreName is the name of the store that holds the table.
