@@ -15,18 +15,24 @@ import (
 	"github.com/gregor-project/gregor/examples/internal/extest"
 )
 
-// TestActivity runs the program against an embedded Gregor node with page views keyed by
-// user, some out of order within the grace period (counted), some past it (dropped), one
-// without a time (its record timestamp counts) and one that is not JSON (skipped). It
-// waits until every user's count per minute is the one computed here, stops the program
-// with SIGTERM expecting a clean exit, and reads the whole output again: no update after
-// the expected last one.
+// TestActivity runs the program, under each processing guarantee, against an embedded
+// Gregor node with page views keyed by user, some out of order within the grace period
+// (counted), some past it (dropped), one without a time (its record timestamp counts) and
+// one that is not JSON (skipped). It waits until every user's count per minute is the one
+// computed here, stops the program with SIGTERM expecting a clean exit, and reads the whole
+// output again: no update after the expected last one.
 func TestActivity(t *testing.T) {
 	bin := extest.Build(t)
+	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
+		t.Run(g, func(t *testing.T) { testActivity(t, bin, g) })
+	}
+}
+
+func testActivity(t *testing.T, bin, guarantee string) {
 	n := embedtest.Start(t, embed.Options{})
 	cl := extest.Client(t, n.Addr())
 	extest.CreateTopics(t, cl, 3, nil, "views", "counts")
-	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--input", "views", "--output", "counts",
+	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--processing-guarantee", guarantee, "--input", "views", "--output", "counts",
 		"--application-id", "activity-example", "--window", "1m", "--grace", "1m")
 
 	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)

@@ -15,15 +15,22 @@ import (
 	"github.com/gregor-project/gregor/examples/internal/extest"
 )
 
-// TestAudit runs the program against an embedded Gregor node: users in a compacted topic
-// (one deleted by a tombstone), then events with no key and times out of order, for known
-// users, the deleted one, one never seen and none. It waits for every enriched event (key,
-// timestamp and value as computed here: known users' details, "unknown" for the others),
-// then changes one user and adds another, and checks that later events see the change
-// while earlier output stays as it was. It stops the program with SIGTERM expecting a clean
-// exit and reads the whole output again: one enriched event per event.
+// TestAudit runs the program, under each processing guarantee, against an embedded Gregor
+// node: users in a compacted topic (one deleted by a tombstone), then events with no key
+// and times out of order, for known users, the deleted one, one never seen and none. It
+// waits for every enriched event (key, timestamp and value as computed here: known users'
+// details, "unknown" for the others), then changes one user and adds another, and checks
+// that later events see the change while earlier output stays as it was. It stops the
+// program with SIGTERM expecting a clean exit and reads the whole output again: one
+// enriched event per event.
 func TestAudit(t *testing.T) {
 	bin := extest.Build(t)
+	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
+		t.Run(g, func(t *testing.T) { testAudit(t, bin, g) })
+	}
+}
+
+func testAudit(t *testing.T, bin, guarantee string) {
 	n := embedtest.Start(t, embed.Options{})
 	cl := extest.Client(t, n.Addr())
 	compact := "compact"
@@ -50,7 +57,7 @@ func TestAudit(t *testing.T) {
 		}
 		extest.Produce(t, cl, rs...)
 	}
-	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--input", "events", "--users", "users",
+	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--processing-guarantee", guarantee, "--input", "events", "--users", "users",
 		"--output", "enriched", "--application-id", "audit-example")
 	// The events are joined with the table as it is when each is processed, and the
 	// program reads users and events side by side: before sending events, wait until the

@@ -17,20 +17,27 @@ import (
 	"github.com/gregor-project/gregor/examples/internal/extest"
 )
 
-// TestLogAgg runs the program against an embedded Gregor node with log lines keyed by
-// service: errors in any case among other levels, errors out of order within the grace
-// period (one of them pushing a window over the threshold), an error past it that would
-// have (dropped, so no alert), a window going well over the threshold (one alert), and a
-// line that is not JSON (skipped). It waits until the error counts per service and minute
-// and the alerts are those computed here, stops the program with SIGTERM expecting a clean
-// exit, and reads both topics again: nothing more was written.
+// TestLogAgg runs the program, under each processing guarantee, against an embedded Gregor
+// node with log lines keyed by service: errors in any case among other levels, errors out
+// of order within the grace period (one of them pushing a window over the threshold), an
+// error past it that would have (dropped, so no alert), a window going well over the
+// threshold (one alert), and a line that is not JSON (skipped). It waits until the error
+// counts per service and minute and the alerts are those computed here, stops the program
+// with SIGTERM expecting a clean exit, and reads both topics again: nothing more was
+// written.
 func TestLogAgg(t *testing.T) {
-	const threshold = 2
 	bin := extest.Build(t)
+	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
+		t.Run(g, func(t *testing.T) { testLogAgg(t, bin, g) })
+	}
+}
+
+func testLogAgg(t *testing.T, bin, guarantee string) {
+	const threshold = 2
 	n := embedtest.Start(t, embed.Options{})
 	cl := extest.Client(t, n.Addr())
 	extest.CreateTopics(t, cl, 3, nil, "logs", "errors", "alerts")
-	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--input", "logs", "--output", "errors",
+	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--processing-guarantee", guarantee, "--input", "logs", "--output", "errors",
 		"--alerts", "alerts", "--threshold", strconv.Itoa(threshold), "--application-id", "logagg-example",
 		"--window", "1m", "--grace", "30s")
 

@@ -14,21 +14,28 @@ import (
 	"github.com/gregor-project/gregor/examples/internal/extest"
 )
 
-// TestRollups runs the program against an embedded Gregor node with measurements of three
-// series (keyed host/metric, as the program groups them, so each series keeps its order
-// through the repartition) in 5-minute windows starting every minute: some out of order in
-// every window (counted), one out of order with only its newer windows still open (counted
-// in those alone), one past every window's grace period (dropped), one that is not JSON
-// (skipped). Values are multiples of 1/4, so sums are exact in any order. It waits until
-// every window's count, sum and average are those computed here, stops the program with
-// SIGTERM expecting a clean exit, and reads the whole output again.
+// TestRollups runs the program, under each processing guarantee, against an embedded Gregor
+// node with measurements of three series (keyed host/metric, as the program groups them, so
+// each series keeps its order through the repartition) in 5-minute windows starting every
+// minute: some out of order in every window (counted), one out of order with only its newer
+// windows still open (counted in those alone), one past every window's grace period
+// (dropped), one that is not JSON (skipped). Values are multiples of 1/4, so sums are exact
+// in any order. It waits until every window's count, sum and average are those computed
+// here, stops the program with SIGTERM expecting a clean exit, and reads the whole output
+// again.
 func TestRollups(t *testing.T) {
-	const size, advance, grace = 5 * time.Minute, time.Minute, time.Minute
 	bin := extest.Build(t)
+	for _, g := range []string{"at_least_once", "exactly_once_v2"} {
+		t.Run(g, func(t *testing.T) { testRollups(t, bin, g) })
+	}
+}
+
+func testRollups(t *testing.T, bin, guarantee string) {
+	const size, advance, grace = 5 * time.Minute, time.Minute, time.Minute
 	n := embedtest.Start(t, embed.Options{})
 	cl := extest.Client(t, n.Addr())
 	extest.CreateTopics(t, cl, 3, nil, "metrics", "rollups")
-	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--input", "metrics", "--output", "rollups",
+	p := extest.Start(t, bin, "--bootstrap-server", n.Addr(), "--processing-guarantee", guarantee, "--input", "metrics", "--output", "rollups",
 		"--application-id", "rollups-example", "--window", size.String(), "--advance", advance.String(), "--grace", grace.String())
 
 	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)

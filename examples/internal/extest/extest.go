@@ -126,12 +126,13 @@ func Produce(t *testing.T, cl *kgo.Client, rs ...*kgo.Record) {
 	}
 }
 
-// Await reads topic from its start, passing each record to apply, until done is true; it
+// Await reads topic from its start (read_committed), passing each record to apply, until done is true; it
 // fails the test (with describe's account and p's stderr) if that takes longer than
 // Timeout or the program exits first.
 func Await(t *testing.T, addr, topic string, p *Program, apply func(*kgo.Record), done func() bool, describe func() string) {
 	t.Helper()
-	cl := dial(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := dial(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
@@ -156,52 +157,56 @@ func Await(t *testing.T, addr, topic string, p *Program, apply func(*kgo.Record)
 	}
 }
 
-// ReadAll returns every record of topic up to its end offsets as they are now, in offset
-// order per partition. The topic must hold no transaction markers (records written
-// at-least-once).
+// ReadAll returns every committed record of topic, in offset order per partition, once
+// the program writing it has exited: it appends an end mark (a record with header
+// extest-end) to every partition and reads up to the marks with read_committed, so records
+// written at-least-once and in transactions are read alike.
 func ReadAll(t *testing.T, addr, topic string) []*kgo.Record {
 	t.Helper()
-	cl := dial(t, addr)
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	cl := dial(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 	if err == nil {
-		err = ends.Error()
+		err = td.Error()
 	}
 	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
+		t.Fatalf("describe %s: %v", topic, err)
 	}
-	need := map[int32]int64{} // partition -> end offset still to reach
-	start := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			need[o.Partition] = o.Offset
-			start[o.Partition] = kgo.NewOffset().AtStart()
-		}
-	})
-	var out []*kgo.Record
-	if len(need) == 0 {
-		return out
+	need := map[int32]bool{} // partitions whose end mark is still to read
+	var marks []*kgo.Record
+	for _, p := range td[topic].Partitions.Numbers() {
+		need[p] = true
+		marks = append(marks, &kgo.Record{Topic: topic, Partition: p, Headers: []kgo.RecordHeader{{Key: endMark}}})
 	}
-	rd := dial(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}))
+	if err := cl.ProduceSync(ctx, marks...).FirstErr(); err != nil {
+		t.Fatalf("end marks on %s: %v", topic, err)
+	}
+	rd := dial(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	defer rd.Close()
+	var out []*kgo.Record
 	for len(need) > 0 {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("%s: end offsets %v not reached", topic, need)
+			t.Fatalf("%s: end marks of partitions %v not read", topic, need)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := need[r.Partition]; ok && r.Offset < end {
+			switch {
+			case !need[r.Partition]:
+			case len(r.Headers) == 1 && r.Headers[0].Key == endMark:
+				delete(need, r.Partition)
+			default:
 				out = append(out, r)
-				if r.Offset+1 >= end {
-					delete(need, r.Partition)
-				}
 			}
 		})
 	}
 	return out
 }
+
+// endMark is the header of ReadAll's end marks.
+const endMark = "extest-end"
 
 // lockedBuffer is a bytes.Buffer safe to read while the program writes to it.
 type lockedBuffer struct {
