@@ -36,6 +36,7 @@ func streamTableJoin[K, V, VT, VR any](s KStream[K, V], t KTable[K, VT], o []Opt
 		s = repartition(s, base)
 	}
 	store := t.store
+	s.b.copartition(s.n, t.n)
 	name := s.b.nameOr(op, prefix)
 	n := s.b.add(&node{kind: processorNode, name: name, stores: []string{store}, supplier: func() procInstance {
 		return &tableJoin[K, V, VT, VR]{store: store, f: f}

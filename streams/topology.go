@@ -19,6 +19,9 @@ type Builder struct {
 	internal map[string]bool // logical names of internal topics (repartition, changelog)
 	counter  int
 	errs     []error
+	// copartitioned are groups of nodes whose source topics must have the same number of
+	// partitions (the two sides of a join), checked when the application starts.
+	copartitioned [][]*node
 }
 
 // NewBuilder returns an empty topology builder.
