@@ -15,9 +15,13 @@ type KTable[K, V any] struct {
 	ks    serde.Serde[K]
 	vs    serde.Serde[V]
 	store string
+	// view reads the table of a derived table without a store of its own (Filter,
+	// MapValuesTable, a table-table join); nil reads store (tableview.go).
+	view *tableView
 }
 
-// StoreName is the name of the store that holds the table.
+// StoreName is the name of the store that holds the table, "" for a table derived without
+// one (Materialized gives it one).
 func (t KTable[K, V]) StoreName() string { return t.store }
 
 // Table is the table of topic's records: a null value deletes its key. Named names the store

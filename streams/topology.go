@@ -68,7 +68,13 @@ type node struct {
 // Option configures one DSL operator.
 type Option func(*options)
 
-type options struct{ name string }
+type options struct {
+	name string
+	// store and storeSerde are from Materialized: the store a derived table is kept in, and
+	// the serde of its values (nil to use the table's own).
+	store      string
+	storeSerde any
+}
 
 // Named names an operator's processor node, and the store and internal topics of a stateful
 // one (as Kafka Streams' Named and Materialized.as): Count(g, Named("counts")) keeps its
