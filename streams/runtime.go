@@ -183,6 +183,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.createInternalTopics(ctx); err != nil {
 		return err
 	}
+	stopGlobal, err := a.startGlobal(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopGlobal()
 	if a.cfg.Guarantee == ExactlyOnceV2 {
 		return a.runExactlyOnce(ctx)
 	}

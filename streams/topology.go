@@ -22,6 +22,8 @@ type Builder struct {
 	// copartitioned are groups of nodes whose source topics must have the same number of
 	// partitions (the two sides of a join), checked when the application starts.
 	copartitioned [][]*node
+	// globals are the global tables, each read whole by every instance (global.go).
+	globals []*globalDef
 }
 
 // NewBuilder returns an empty topology builder.
@@ -145,6 +147,8 @@ type topology struct {
 	b       *Builder
 	subs    []*subtopology
 	byTopic map[string]*subtopology // logical source topic -> its sub-topology
+	// globals are this instance's global stores, by store name (global.go).
+	globals map[string]*globalStore
 }
 
 // build checks the graph and cuts it into sub-topologies.
@@ -223,6 +227,7 @@ func (b *Builder) build() (*topology, error) {
 			return nil, fmt.Errorf("streams: sub-topology %d has no source topic", s.id)
 		}
 	}
+	t.globals = b.makeGlobals()
 	return t, nil
 }
 
@@ -272,6 +277,7 @@ func (b *Builder) Describe() string {
 		}
 		sb.WriteString("\n")
 	}
+	b.describeGlobals(&sb, len(t.subs))
 	return sb.String()
 }
 

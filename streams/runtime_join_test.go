@@ -1,0 +1,242 @@
+package streams_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/gregor-project/gregor/embed"
+	"github.com/gregor-project/gregor/embed/embedtest"
+	"github.com/gregor-project/gregor/streams"
+	"github.com/gregor-project/gregor/streams/serde"
+)
+
+// runApp runs the topology build makes as application appID until the test ends (or stop).
+func runApp(t *testing.T, addr, appID string, build func(*streams.Builder)) *running {
+	t.Helper()
+	b := streams.NewBuilder()
+	build(b)
+	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, CommitInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &running{app: app, done: make(chan error, 1)}
+	go func() { r.done <- app.Run(context.Background()) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func createTopics(t *testing.T, adm *kadm.Client, partitions int32, topics ...string) {
+	t.Helper()
+	for _, topic := range topics {
+		if _, err := adm.CreateTopic(context.Background(), partitions, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// produceAt writes keyed records with explicit timestamps (ms since the epoch).
+func produceAt(t *testing.T, cl *kgo.Client, topic string, recs ...[3]any) {
+	t.Helper()
+	var rs []*kgo.Record
+	for _, r := range recs {
+		rs = append(rs, &kgo.Record{Topic: topic, Key: []byte(r[0].(string)), Value: []byte(r[1].(string)),
+			Timestamp: time.UnixMilli(r[2].(int64))})
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readUntil consumes topic from the start until the key/value pairs read (counted) equal
+// want, or fails at the deadline.
+func readUntil(t *testing.T, addr, topic string, want map[string]int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := map[string]int{}
+	for !maps.Equal(got, want) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: got %v, want %v", topic, got, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)+"="+string(r.Value)]++ })
+	}
+}
+
+// A stream-stream join on a real node: two partitions per input (two tasks), the join's
+// window stores' changelogs created (compact,delete), and a restarted application restores
+// the left records from the changelog, so right records written while it was down still
+// join them.
+func TestStreamStreamJoinAgainstBroker(t *testing.T) {
+	n := embedtest.Start(t, embed.Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	createTopics(t, adm, 2, "clicks", "views", "click-views")
+	build := func(b *streams.Builder) {
+		clicks := streams.Stream(b, "clicks", serde.String, serde.String)
+		views := streams.Stream(b, "views", serde.String, serde.String)
+		streams.To(streams.JoinStreams(clicks, views, func(c, v string) string { return c + "/" + v },
+			streams.JoinTimeDifferenceAndGrace(10*time.Second, time.Hour)), "click-views", serde.String, serde.String)
+	}
+	const base = int64(1_700_000_000_000)
+	var clicks, views [][3]any
+	for i := range 20 {
+		clicks = append(clicks, [3]any{fmt.Sprint("u", i%5), fmt.Sprint("c", i), base + int64(i)*1000})
+	}
+	for i := range 10 {
+		views = append(views, [3]any{fmt.Sprint("u", i%5), fmt.Sprint("v", i), base + int64(i)*3000})
+	}
+	// The expectation, by the join's definition: every click and view of a user at most 10s apart.
+	want := map[string]int{}
+	expect := func(views [][3]any) {
+		for _, c := range clicks {
+			for _, v := range views {
+				d := c[2].(int64) - v[2].(int64)
+				if c[0] == v[0] && d >= -10_000 && d <= 10_000 {
+					want[c[0].(string)+"="+c[1].(string)+"/"+v[1].(string)]++
+				}
+			}
+		}
+	}
+	produceAt(t, cl, "clicks", clicks...)
+	produceAt(t, cl, "views", views[:5]...)
+	expect(views[:5])
+	app := runApp(t, n.Addr(), "ssj", build)
+	readUntil(t, n.Addr(), "click-views", want)
+
+	changelog := "ssj-KSTREAM-JOINTHIS-0000000004-store-changelog"
+	cfgs, err := adm.DescribeTopicConfigs(context.Background(), changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On(changelog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ""
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			policy = c.MaybeValue()
+		}
+	}
+	if policy != "compact,delete" {
+		t.Fatalf("%s cleanup.policy %q, want compact,delete", changelog, policy)
+	}
+
+	app.stop(t)
+	produceAt(t, cl, "views", views[5:]...)
+	expect(views[5:])
+	runApp(t, n.Addr(), "ssj", build)
+	readUntil(t, n.Addr(), "click-views", want)
+}
+
+// A global table on a real node: two instances of one application each hold every
+// partition of the products topic, restored from the topic at start and kept up to date
+// while running, so each joins the orders of its own partitions with any product.
+func TestGlobalTableAgainstBroker(t *testing.T) {
+	n := embedtest.Start(t, embed.Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	createTopics(t, adm, 3, "products")
+	createTopics(t, adm, 2, "orders", "enriched")
+	build := func(b *streams.Builder) {
+		products := streams.GlobalTable(b, "products", serde.String, serde.String, streams.Named("products"))
+		orders := streams.Stream(b, "orders", serde.String, serde.String)
+		streams.To(streams.JoinGlobal(orders, products, func(_, p string) string { return p },
+			func(p, name string) string { return p + ":" + name }), "enriched", serde.String, serde.String)
+	}
+	var products [][3]any
+	for i := range 12 {
+		products = append(products, [3]any{fmt.Sprint("p", i), fmt.Sprint("name", i), int64(1)})
+	}
+	produceAt(t, cl, "products", products...)
+	a1 := runApp(t, n.Addr(), "gt", build)
+	a2 := runApp(t, n.Addr(), "gt", build)
+	// Wait until the two instances share the order partitions.
+	deadline := time.Now().Add(time.Minute)
+	for len(a1.app.Tasks()) != 1 || len(a2.app.Tasks()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks %v and %v", a1.app.Tasks(), a2.app.Tasks())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := map[string]int{}
+	var orders [][3]any
+	for i := range 40 {
+		p := fmt.Sprint("p", i%12)
+		orders = append(orders, [3]any{fmt.Sprint("o", i), p, int64(2)})
+		want[fmt.Sprint("o", i)+"="+p+":name"+strings.TrimPrefix(p, "p")]++
+	}
+	produceAt(t, cl, "orders", orders...)
+	readUntil(t, n.Addr(), "enriched", want)
+
+	// A product written while both run reaches both instances' global stores.
+	produceAt(t, cl, "products", [3]any{"p99", "new", int64(3)})
+	for i := range 8 {
+		o := fmt.Sprint("late", i)
+		produceAt(t, cl, "orders", [3]any{o, "p99", int64(4)})
+		want[o+"=p99:new"]++
+	}
+	readUntil(t, n.Addr(), "enriched", want)
+}
+
+// Joining streams whose topics have different partition counts fails at start with a
+// clear error, as Kafka Streams' co-partitioning check.
+func TestJoinNotCopartitioned(t *testing.T) {
+	n := embedtest.Start(t, embed.Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	createTopics(t, adm, 2, "l2")
+	createTopics(t, adm, 3, "r3")
+	for name, build := range map[string]func(*streams.Builder){
+		"stream-stream": func(b *streams.Builder) {
+			streams.JoinStreams(streams.Stream(b, "l2", serde.String, serde.String), streams.Stream(b, "r3", serde.String, serde.String),
+				func(a, c string) string { return a + c }, streams.JoinTimeDifferenceWithNoGrace(time.Second))
+		},
+		"stream-table": func(b *streams.Builder) {
+			streams.Join(streams.Stream(b, "l2", serde.String, serde.String), streams.Table(b, "r3", serde.String, serde.String),
+				func(a, c string) string { return a + c })
+		},
+		"table-table": func(b *streams.Builder) {
+			streams.JoinTables(streams.Table(b, "l2", serde.String, serde.String), streams.Table(b, "r3", serde.String, serde.String),
+				func(a, c string) string { return a + c })
+		},
+	} {
+		b := streams.NewBuilder()
+		build(b)
+		app, err := streams.New(b, streams.Config{ApplicationID: "cp-" + name, Brokers: []string{n.Addr()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = app.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "not co-partitioned: [l2 (2 partitions), r3 (3 partitions)]") {
+			t.Fatalf("%s: Run: %v", name, err)
+		}
+	}
+}
