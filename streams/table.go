@@ -59,6 +59,16 @@ func (p *tableSource[K, V]) process(r rec) error {
 		return nil
 	}
 	k := r.key.(K)
+	r.old = nil
+	if p.c.task.topo.b.sendsOld(p.c.n) {
+		old, found, err := p.kv.Get(k)
+		if err != nil {
+			return err
+		}
+		if found {
+			r.old = old
+		}
+	}
 	if r.value == nil {
 		if err := p.kv.Delete(k); err != nil {
 			return err
@@ -184,15 +194,19 @@ func (a *aggregator[K, V, VA]) process(r rec) error {
 		return nil
 	}
 	k := r.key.(K)
-	acc, found, err := a.kv.Get(k)
+	prev, found, err := a.kv.Get(k)
 	if err != nil {
 		return err
 	}
-	acc = a.f(k, r.value.(V), acc, found)
+	acc := a.f(k, r.value.(V), prev, found)
 	if err := a.kv.Put(k, acc); err != nil {
 		return err
 	}
-	return a.c.forward(rec{key: k, value: acc, ts: r.ts, headers: r.headers})
+	out := rec{key: k, value: acc, ts: r.ts, headers: r.headers}
+	if found {
+		out.old = prev
+	}
+	return a.c.forward(out)
 }
 
 func (a *aggregator[K, V, VA]) close() error { return nil }

@@ -36,6 +36,11 @@ func viewOf[K, V any](t KTable[K, V]) *tableView {
 		return t.view
 	}
 	store := t.store
+	if store == "" {
+		// A foreign-key join's result: its values come from another partition's table.
+		t.b.errs = append(t.b.errs, fmt.Errorf("streams: table %s has no store to read it by key: give it one (Materialized)", t.n.name))
+		return &tableView{open: func(*task) (tableGetter, error) { return nil, fmt.Errorf("streams: table %s has no store", t.n.name) }}
+	}
 	return &tableView{stores: []string{store}, open: func(tk *task) (tableGetter, error) {
 		st, ok := tk.stores[store]
 		if !ok {
@@ -115,8 +120,18 @@ func (p *derivedProc[K, V]) process(r rec) error {
 	if err != nil || skip {
 		return err
 	}
+	out.old = nil
 	if p.kv != nil {
 		k := out.key.(K)
+		if p.c.task.topo.b.sendsOld(p.c.n) {
+			old, found, err := p.kv.Get(k)
+			if err != nil {
+				return err
+			}
+			if found {
+				out.old = old
+			}
+		}
 		if out.value == nil {
 			err = p.kv.Delete(k)
 		} else {

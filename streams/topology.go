@@ -24,6 +24,8 @@ type Builder struct {
 	copartitioned [][]*node
 	// globals are the global tables, each read whole by every instance (global.go).
 	globals []*globalDef
+	// sendOld are the table nodes asked to forward each update's old value (rec.old).
+	sendOld map[*node]bool
 }
 
 // NewBuilder returns an empty topology builder.

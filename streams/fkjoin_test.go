@@ -1,0 +1,133 @@
+package streams_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gregor-project/gregor/streams"
+	"github.com/gregor-project/gregor/streams/serde"
+	"github.com/gregor-project/gregor/streams/streamstest"
+)
+
+// orderFK is the foreign key of an order "customer|item": its customer.
+func orderFK(v string) string { return strings.SplitN(v, "|", 2)[0] }
+
+// Random order and customer updates and deletions, including orders moving from one
+// customer to another: after every step, the join's output applied to a table equals the
+// foreign-key join of the two tables as they are now, computed here by definition (inner:
+// orders whose customer exists; left: every order).
+func TestForeignKeyJoinRandom(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		b := streams.NewBuilder()
+		orders := streams.Table(b, "orders", serde.String, serde.String, streams.Named("orders"))
+		customers := streams.Table(b, "customers", serde.String, serde.String, streams.Named("customers"))
+		streams.To(streams.ToStream(streams.JoinForeignKey(orders, customers, orderFK, func(o, c string) string { return o + "@" + c },
+			streams.MaterializedWith("inner-store", serde.String))), "inner", serde.String, serde.String)
+		streams.To(streams.ToStream(streams.LeftJoinForeignKey(orders, customers, orderFK, func(o, c string, found bool) string {
+			if !found {
+				c = "?"
+			}
+			return o + "@" + c
+		})), "leftj", serde.String, serde.String)
+		d := streamstest.New(t, b)
+		oin := streamstest.Input(d, "orders", serde.String, serde.String)
+		cin := streamstest.Input(d, "customers", serde.String, serde.String)
+
+		om, cm := map[string]string{}, map[string]string{}
+		got := map[string]map[string]string{"inner": {}, "leftj": {}}
+		for i := range 300 {
+			switch rng.IntN(4) {
+			case 0, 1:
+				k := fmt.Sprint("o", rng.IntN(6))
+				if _, ok := om[k]; ok && rng.IntN(4) == 0 {
+					delete(om, k)
+					oin.PipeBytes([]byte(k), nil, at(int64(i)))
+				} else {
+					om[k] = fmt.Sprintf("c%d|%d", rng.IntN(4), i)
+					oin.Pipe(k, om[k], at(int64(i)))
+				}
+			default:
+				k := fmt.Sprint("c", rng.IntN(4))
+				if _, ok := cm[k]; ok && rng.IntN(3) == 0 {
+					delete(cm, k)
+					cin.PipeBytes([]byte(k), nil, at(int64(i)))
+				} else {
+					cm[k] = fmt.Sprint("name", i)
+					cin.Pipe(k, cm[k], at(int64(i)))
+				}
+			}
+			want := map[string]map[string]string{"inner": {}, "leftj": {}}
+			for k, o := range om {
+				c, ok := cm[orderFK(o)]
+				if ok {
+					want["inner"][k] = o + "@" + c
+					want["leftj"][k] = o + "@" + c
+				} else {
+					want["leftj"][k] = o + "@?"
+				}
+			}
+			for _, kind := range []string{"inner", "leftj"} {
+				for _, r := range streamstest.Output(d, kind, serde.String, serde.String).ReadRecords() {
+					if r.NullValue {
+						delete(got[kind], r.Key)
+					} else {
+						got[kind][r.Key] = r.Value
+					}
+				}
+				if !maps.Equal(got[kind], want[kind]) {
+					t.Fatalf("seed %d step %d %s: result %v, want %v", seed, i, kind, got[kind], want[kind])
+				}
+			}
+		}
+		store := map[string]string{}
+		for k, v := range streamstest.KeyValueStore[string, string](d, "inner-store").All() {
+			store[k] = v
+		}
+		if !maps.Equal(store, got["inner"]) {
+			t.Fatalf("seed %d: inner store %v, want %v", seed, store, got["inner"])
+		}
+	}
+}
+
+// A response to a subscription that the left entry has since replaced is dropped by its
+// hash: here one input updates an order twice (to customer a, then b) before either
+// subscription is answered, so a's answer arrives for an order that is now b's.
+func TestForeignKeyJoinDropsStaleResponses(t *testing.T) {
+	b := streams.NewBuilder()
+	cmds := streams.Stream(b, "cmds", serde.String, serde.String) // "order=customer|x,customer|y"
+	updates := streams.FlatMap(cmds, func(_, v string) []streams.KeyValue[string, string] {
+		k, rest, _ := strings.Cut(v, "=")
+		var out []streams.KeyValue[string, string]
+		for _, u := range strings.Split(rest, ",") {
+			out = append(out, streams.KV(k, u))
+		}
+		return out
+	})
+	orders := streams.Reduce(streams.GroupByKey(updates, streams.Named("orders")), func(_, v string) string { return v }, streams.Named("orders"))
+	customers := streams.Table(b, "customers", serde.String, serde.String, streams.Named("customers"))
+	streams.To(streams.ToStream(streams.JoinForeignKey(orders, customers, orderFK, func(o, c string) string { return o + "@" + c })),
+		"out", serde.String, serde.String)
+	d := streamstest.New(t, b)
+	c := streamstest.Input(d, "customers", serde.String, serde.String)
+	c.Pipe("a", "Ann", at(0))
+	c.Pipe("b", "Bob", at(1))
+	streamstest.Input(d, "cmds", serde.String, serde.String).Pipe("", "o1=a|1,b|2", at(2))
+	equal(t, "out", readTable(d, "out"), []out{{"o1", "b|2@Bob", false}})
+	// Both subscriptions were answered: the first answer was dropped as stale.
+	sub := "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000004-topic"
+	resp := "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000012-topic"
+	if n := len(d.Raw().ReadOutput(d.Raw().TopicName(sub))); n != 3 {
+		t.Fatalf("%d subscription records (subscribe a, unsubscribe a, subscribe b), want 3", n)
+	}
+	if n := len(d.Raw().ReadOutput(d.Raw().TopicName(resp))); n != 2 {
+		t.Fatalf("%d responses, want 2", n)
+	}
+	// Bob renames: only the order now at b hears of it.
+	c.Pipe("a", "Anne", at(3))
+	c.Pipe("b", "Bobby", at(4))
+	equal(t, "out", readTable(d, "out"), []out{{"o1", "b|2@Bobby", false}})
+}
