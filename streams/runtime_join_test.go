@@ -240,3 +240,84 @@ func TestJoinNotCopartitioned(t *testing.T) {
 		}
 	}
 }
+
+// A foreign-key join on a real node between tables of different partition counts (orders
+// 2, customers 3): the subscription topic is partitioned as the customers, the response
+// topic as the orders, and the result is the join by definition.
+func TestForeignKeyJoinAgainstBroker(t *testing.T) {
+	n := embedtest.Start(t, embed.Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	createTopics(t, adm, 2, "fk-orders", "fk-out")
+	createTopics(t, adm, 3, "fk-customers")
+	build := func(b *streams.Builder) {
+		orders := streams.Table(b, "fk-orders", serde.String, serde.String, streams.Named("orders"))
+		customers := streams.Table(b, "fk-customers", serde.String, serde.String, streams.Named("customers"))
+		streams.To(streams.ToStream(streams.LeftJoinForeignKey(orders, customers, orderFK, func(o, c string, found bool) string {
+			if !found {
+				c = "?"
+			}
+			return o + "@" + c
+		})), "fk-out", serde.String, serde.String)
+	}
+	var customers, orders [][3]any
+	for i := range 6 {
+		customers = append(customers, [3]any{fmt.Sprint("c", i), fmt.Sprint("name", i), int64(1)})
+	}
+	want := map[string]int{}
+	for i := range 30 {
+		c := fmt.Sprint("c", i%8) // c6 and c7 do not exist
+		o := fmt.Sprintf("%s|%d", c, i)
+		orders = append(orders, [3]any{fmt.Sprint("o", i), o, int64(2)})
+		name := "?"
+		if i%8 < 6 {
+			name = fmt.Sprint("name", i%8)
+		}
+		want[fmt.Sprint("o", i)+"="+o+"@"+name]++
+	}
+	produceAt(t, cl, "fk-customers", customers...)
+	runApp(t, n.Addr(), "fk", build)
+	produceAt(t, cl, "fk-orders", orders...)
+	// Every order gets its final result; some may first have had "?" (the order arrived
+	// before its customer was read), so read until the final ones are there.
+	readLatest(t, n.Addr(), "fk-out", want)
+	for topic, parts := range map[string]int{
+		"fk-KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000004-topic": 3,
+		"fk-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000012-topic":     2,
+	} {
+		td, err := adm.ListTopics(context.Background(), topic)
+		if err != nil || td[topic].Err != nil || len(td[topic].Partitions) != parts {
+			t.Fatalf("%s: %v %+v, want %d partitions", topic, err, td[topic], parts)
+		}
+	}
+}
+
+// readLatest consumes topic from the start until the latest value of every key, as
+// "key=value", equals want, or fails at the deadline.
+func readLatest(t *testing.T, addr, topic string, want map[string]int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	latest := map[string]string{}
+	got := map[string]int{}
+	for !maps.Equal(got, want) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: got %v, want %v", topic, got, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) { latest[string(r.Key)] = string(r.Value) })
+		got = map[string]int{}
+		for k, v := range latest {
+			got[k+"="+v]++
+		}
+	}
+}
