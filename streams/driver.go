@@ -161,7 +161,8 @@ func (d *TestDriver) Close() error {
 	return errors.Join(errs...)
 }
 
-// DroppedRecords is the number of records dropped as late by windowed operators.
+// DroppedRecords is the number of records dropped as late by windowed operators, and by
+// stream-stream joins (a null key or value, or older than a join window store's retention).
 func (d *TestDriver) DroppedRecords() int64 {
 	var n int64
 	for _, tk := range d.tasks {

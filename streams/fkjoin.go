@@ -263,6 +263,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 		}}
 	}}, src)
 	rv := viewOf(right)
+	needView(b, rv)
 	fkDe := func(b []byte) (KO, error) { return right.ks.Deserialize(subTopic, b) }
 	rvSer := func(v any) ([]byte, error) { return right.vs.Serialize(respTopic, as[VO](v)) }
 	answer := func(c *nodeContext, r rec, pk, hash []byte, vo any, found bool) error {

@@ -131,3 +131,23 @@ func TestForeignKeyJoinDropsStaleResponses(t *testing.T) {
 	c.Pipe("b", "Bobby", at(4))
 	equal(t, "out", readTable(d, "out"), []out{{"o1", "b|2@Bobby", false}})
 }
+
+// A foreign-key join's result has no store unless Materialized: it can be filtered and
+// streamed, but joining it needs a store, which building the topology says.
+func TestForeignKeyJoinResultNeedsStoreToJoin(t *testing.T) {
+	build := func(o ...streams.Option) *streams.Builder {
+		b := streams.NewBuilder()
+		orders := streams.Table(b, "orders", serde.String, serde.String, streams.Named("orders"))
+		customers := streams.Table(b, "customers", serde.String, serde.String, streams.Named("customers"))
+		res := streams.JoinForeignKey(orders, customers, orderFK, func(o, c string) string { return o + "@" + c }, o...)
+		streams.To(streams.ToStream(res.Filter(func(_, v string) bool { return v != "" })), "out", serde.String, serde.String)
+		streams.Join(streams.Stream(b, "events", serde.String, serde.String), res, func(e, r string) string { return e + r })
+		return b
+	}
+	if _, err := streams.NewTestDriver(build(), "x", streamstest.Start); err == nil || !strings.Contains(err.Error(), "Materialized") {
+		t.Fatalf("joining an unmaterialized foreign-key result: %v", err)
+	}
+	if _, err := streams.NewTestDriver(build(streams.MaterializedWith("res", serde.String)), "x", streamstest.Start); err != nil {
+		t.Fatal(err)
+	}
+}

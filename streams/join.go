@@ -34,6 +34,7 @@ func streamTableJoin[K, V, VT, VR any](s KStream[K, V], t KTable[K, VT], o []Opt
 		s = repartition(s, base)
 	}
 	view := viewOf(t)
+	needView(s.b, view)
 	s.b.copartition(s.n, t.n)
 	name := s.b.nameOr(op, prefix)
 	n := s.b.add(&node{kind: processorNode, name: name, stores: view.stores, supplier: func() procInstance {

@@ -1,6 +1,9 @@
 package streams
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // JoinTables is the table-table inner join (Kafka's KTable.join): a key is in the result
 // while it is in both tables, with f of their values. An update on either side looks the
@@ -49,6 +52,8 @@ func tableTableJoin[K, V, VO, VR any](left KTable[K, V], right KTable[K, VO], ki
 	}
 	mergeName := b.nameOr(options{name: op.name}, "KTABLE-MERGE-")
 	lv, rv := viewOf(left), viewOf(right)
+	needView(b, lv)
+	needView(b, rv)
 
 	// result is the join of l and r, nil when the key is not in the result.
 	result := func(l, r any, hasL, hasR bool) any {
@@ -85,7 +90,7 @@ func tableTableJoin[K, V, VO, VR any](left KTable[K, V], right KTable[K, VO], ki
 	jo := b.add(&node{kind: processorNode, name: otherName, stores: slices.Clone(lv.stores), supplier: side(false, lv)}, right.n)
 	b.copartition(left.n, right.n)
 
-	view := &tableView{stores: append(slices.Clone(lv.stores), rv.stores...), open: func(tk *task) (tableGetter, error) {
+	view := &tableView{stores: append(slices.Clone(lv.stores), rv.stores...), missing: cmp.Or(lv.missing, rv.missing), open: func(tk *task) (tableGetter, error) {
 		lg, err := lv.open(tk)
 		if err != nil {
 			return nil, err

@@ -25,6 +25,16 @@ func MaterializedWith[V any](name string, vs serde.Serde[V]) Option {
 type tableView struct {
 	stores []string
 	open   func(tk *task) (tableGetter, error)
+	// missing is set for a table that cannot be read by key (a foreign-key join's result
+	// without a store): a join of it is an invalid topology (needView).
+	missing error
+}
+
+// needView records v's table as unreadable in b when it is.
+func needView(b *Builder, v *tableView) {
+	if v.missing != nil {
+		b.errs = append(b.errs, v.missing)
+	}
 }
 
 // tableGetter is a view opened in a task: the value of k, and whether there is one.
@@ -38,8 +48,8 @@ func viewOf[K, V any](t KTable[K, V]) *tableView {
 	store := t.store
 	if store == "" {
 		// A foreign-key join's result: its values come from another partition's table.
-		t.b.errs = append(t.b.errs, fmt.Errorf("streams: table %s has no store to read it by key: give it one (Materialized)", t.n.name))
-		return &tableView{open: func(*task) (tableGetter, error) { return nil, fmt.Errorf("streams: table %s has no store", t.n.name) }}
+		err := fmt.Errorf("streams: table %s has no store to read it by key: give it one (Materialized)", t.n.name)
+		return &tableView{missing: err, open: func(*task) (tableGetter, error) { return nil, err }}
 	}
 	return &tableView{stores: []string{store}, open: func(tk *task) (tableGetter, error) {
 		st, ok := tk.stores[store]
@@ -154,7 +164,7 @@ func (t KTable[K, V]) Filter(pred func(K, V) bool, o ...Option) KTable[K, V] {
 	name := t.b.nameOr(options{name: op.name}, "KTABLE-FILTER-")
 	pv := viewOf(t)
 	keepIt := func(k, v any) bool { return v != nil && pred(as[K](k), as[V](v)) }
-	view := &tableView{stores: pv.stores, open: func(tk *task) (tableGetter, error) {
+	view := &tableView{stores: pv.stores, missing: pv.missing, open: func(tk *task) (tableGetter, error) {
 		get, err := pv.open(tk)
 		if err != nil {
 			return nil, err
@@ -189,7 +199,7 @@ func MapValuesTable[K, V, VR any](t KTable[K, V], f func(V) VR, o ...Option) KTa
 	op := opts(o)
 	name := t.b.nameOr(options{name: op.name}, "KTABLE-MAPVALUES-")
 	pv := viewOf(t)
-	view := &tableView{stores: pv.stores, open: func(tk *task) (tableGetter, error) {
+	view := &tableView{stores: pv.stores, missing: pv.missing, open: func(tk *task) (tableGetter, error) {
 		get, err := pv.open(tk)
 		if err != nil {
 			return nil, err
