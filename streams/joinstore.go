@@ -1,10 +1,8 @@
 package streams
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -26,6 +24,7 @@ type joinWindowStore struct {
 	retention int64 // ms: the join window's size plus its grace period
 	data      map[string][]joinWindowEntry
 	observed  int64
+	swept     int64 // observed time of the last removal of expired entries
 	seq       uint32
 	log       changelogWriter
 }
@@ -87,12 +86,18 @@ func (s *joinWindowStore) insert(k string, e joinWindowEntry) {
 	s.data[k] = slices.Insert(es, i, e)
 }
 
-// observe advances the observed time and drops the entries it expires.
+// observe advances the observed time. Expired entries are removed from memory in a sweep
+// once the time has moved by half the retention since the last one (fetch skips those not
+// removed yet), so a record costs no pass over the store.
 func (s *joinWindowStore) observe(ts int64) {
 	if ts <= s.observed {
 		return
 	}
 	s.observed = ts
+	if ts-s.swept < max(1, s.retention/2) {
+		return
+	}
+	s.swept = ts
 	for k, es := range s.data {
 		n := 0
 		for n < len(es) && s.expired(es[n].ts) {
@@ -109,6 +114,9 @@ func (s *joinWindowStore) observe(ts int64) {
 
 // fetch is the entries of key with from <= timestamp <= to, oldest first.
 func (s *joinWindowStore) fetch(key []byte, from, to int64) []joinWindowEntry {
+	if s.observed >= 0 {
+		from = max(from, s.observed-s.retention+1)
+	}
 	es := s.data[string(key)]
 	i := sort.Search(len(es), func(i int) bool { return es[i].ts >= from })
 	j := sort.Search(len(es), func(i int) bool { return es[i].ts > to })
@@ -152,6 +160,7 @@ func windowKey(key []byte, ts int64, seq uint32) []byte {
 type outerJoinStore struct {
 	name string
 	data map[string][]byte
+	keys []string // the keys of data, in byte order
 	log  changelogWriter
 }
 
@@ -165,10 +174,28 @@ func (s *outerJoinStore) typed() any { return s }
 
 func (s *outerJoinStore) restore(key, value []byte) {
 	if value == nil {
-		delete(s.data, string(key))
+		s.drop(string(key))
 		return
 	}
-	s.data[string(key)] = value
+	s.set(string(key), value)
+}
+
+func (s *outerJoinStore) set(k string, v []byte) {
+	if _, ok := s.data[k]; !ok {
+		i, _ := slices.BinarySearch(s.keys, k)
+		s.keys = slices.Insert(s.keys, i, k)
+	}
+	s.data[k] = v
+}
+
+func (s *outerJoinStore) drop(k string) {
+	if _, ok := s.data[k]; !ok {
+		return
+	}
+	delete(s.data, k)
+	if i, ok := slices.BinarySearch(s.keys, k); ok {
+		s.keys = slices.Delete(s.keys, i, i+1)
+	}
 }
 
 func outerKey(ts int64, left bool, key []byte) []byte {
@@ -192,7 +219,7 @@ func (s *outerJoinStore) add(ts int64, left bool, key, value []byte) error {
 		l = append(l, 0)
 	}
 	l = append(l, value...)
-	s.data[k] = l
+	s.set(k, l)
 	if s.log == nil {
 		return nil
 	}
@@ -209,7 +236,7 @@ func (s *outerJoinStore) remove(ts int64, left bool, key []byte) error {
 }
 
 func (s *outerJoinStore) removeKey(k string) error {
-	delete(s.data, k)
+	s.drop(k)
 	if s.log == nil {
 		return nil
 	}
@@ -225,15 +252,19 @@ type outerEntry struct {
 	values   [][]byte
 }
 
-// entries yields the waiting records oldest first, a list of values per (ts, side, key).
-func (s *outerJoinStore) entries() []outerEntry {
-	keys := slices.SortedFunc(maps.Keys(s.data), func(a, b string) int { return bytes.Compare([]byte(a), []byte(b)) })
-	out := make([]outerEntry, 0, len(keys))
-	for _, k := range keys {
+// entries is the waiting records timed at most until, oldest first, a list of values per
+// (ts, side, key), and the time of the first record after until (maxTime if none).
+func (s *outerJoinStore) entries(until int64) ([]outerEntry, int64) {
+	var out []outerEntry
+	for _, k := range s.keys {
 		if len(k) < 9 {
 			continue
 		}
-		e := outerEntry{storeKey: k, ts: int64(binary.BigEndian.Uint64([]byte(k[:8]))), left: k[8] == 1, key: []byte(k[9:])}
+		ts := int64(binary.BigEndian.Uint64([]byte(k[:8])))
+		if ts > until {
+			return out, ts
+		}
+		e := outerEntry{storeKey: k, ts: ts, left: k[8] == 1, key: []byte(k[9:])}
 		l := s.data[k]
 		for len(l) >= 4 {
 			n := int(binary.BigEndian.Uint32(l))
@@ -245,5 +276,5 @@ func (s *outerJoinStore) entries() []outerEntry {
 		}
 		out = append(out, e)
 	}
-	return out
+	return out, maxTime
 }

@@ -361,8 +361,10 @@ func (p *streamJoinProc) emitClosed(r rec) error {
 	if p.tt.minTime >= now-min(p.before, p.after)-p.grace {
 		return nil // nothing waiting can have closed yet
 	}
-	p.tt.minTime = maxTime
-	for _, e := range p.os.entries() {
+	// Only records older than this can have closed.
+	entries, next := p.os.entries(now - min(p.before, p.after) - p.grace - 1)
+	p.tt.minTime = next
+	for _, e := range entries {
 		lookAhead := p.after
 		if !e.left {
 			lookAhead = p.before
