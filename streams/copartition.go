@@ -60,6 +60,8 @@ func sourceTopics(n *node) []string {
 // invalid topology.
 func (t *topology) copartitionCounts(count map[string]int, writers func(topic string) int) (map[string]int, error) {
 	pinned := map[string]int{}
+	// Groups that share a topic are one group, as Kafka Streams merges them.
+	var groups [][]string
 	for _, g := range t.b.copartitioned {
 		var topics []string
 		for _, n := range g {
@@ -69,6 +71,21 @@ func (t *topology) copartitionCounts(count map[string]int, writers func(topic st
 				}
 			}
 		}
+		for i := 0; i < len(groups); {
+			if slices.ContainsFunc(groups[i], func(tp string) bool { return slices.Contains(topics, tp) }) {
+				for _, tp := range groups[i] {
+					if !slices.Contains(topics, tp) {
+						topics = append(topics, tp)
+					}
+				}
+				groups = slices.Delete(groups, i, i+1)
+				continue
+			}
+			i++
+		}
+		groups = append(groups, topics)
+	}
+	for _, topics := range groups {
 		n := 0
 		var external []string
 		for _, tp := range topics {

@@ -321,3 +321,58 @@ func readLatest(t *testing.T, addr, topic string, want map[string]int) {
 		}
 	}
 }
+
+// A left join's records waiting for their window to close survive a restart: the new
+// instance restores the shared outer store from its changelog and emits their null-joined
+// results once stream time passes their windows.
+func TestStreamStreamLeftJoinRestoresWaitingRecords(t *testing.T) {
+	n := embedtest.Start(t, embed.Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	createTopics(t, adm, 1, "ll", "lr", "lout")
+	build := func(b *streams.Builder) {
+		l := streams.Stream(b, "ll", serde.String, serde.String)
+		r := streams.Stream(b, "lr", serde.String, serde.String)
+		streams.To(streams.LeftJoinStreams(l, r, func(a, c string, found bool) string {
+			if !found {
+				c = "null"
+			}
+			return a + "+" + c
+		}, streams.JoinTimeDifferenceAndGrace(time.Second, 0)), "lout", serde.String, serde.String)
+	}
+	const base = int64(1_700_000_000_000)
+	produceAt(t, cl, "ll", [3]any{"a", "A", base}, [3]any{"b", "B", base + 100})
+	app := runApp(t, n.Addr(), "lj", build)
+	// Both wait in the outer store: wait until its changelog has them.
+	changelog := "lj-KSTREAM-OUTERSHARED-0000000004-store-changelog"
+	readCount(t, n.Addr(), changelog, 2)
+	app.stop(t)
+
+	// After the restart, a record at base+5000 closes both windows (base+100+1000 < base+5000).
+	produceAt(t, cl, "ll", [3]any{"c", "C", base + 5000})
+	runApp(t, n.Addr(), "lj", build)
+	readUntil(t, n.Addr(), "lout", map[string]int{"a=A+null": 1, "b=B+null": 1})
+}
+
+// readCount consumes topic from the start until it has read n records.
+func readCount(t *testing.T, addr, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d records, want %d", topic, got, n)
+		}
+		got += fs.NumRecords()
+	}
+}

@@ -242,6 +242,9 @@ type streamJoinShared struct {
 type joinTimeTracker struct {
 	streamTime int64
 	minTime    int64
+	// primed is set once minTime has taken in the records restored into the outer store
+	// (restore comes after init, before the first record).
+	primed bool
 }
 
 // streamJoinProc joins one side's records with the other side's window store (Kafka's
@@ -301,6 +304,10 @@ func (p *streamJoinProc) process(r rec) error {
 		return nil
 	}
 	ts := r.ts
+	if !p.tt.primed && p.os != nil {
+		_, first := p.os.entries(-1)
+		p.tt.minTime, p.tt.primed = min(p.tt.minTime, first), true
+	}
 	p.tt.streamTime = max(p.tt.streamTime, ts)
 	if p.os != nil && ts == p.tt.streamTime {
 		if err := p.emitClosed(r); err != nil {
