@@ -16,8 +16,8 @@ func Join[K, V, VT, VR any](s KStream[K, V], t KTable[K, VT], f func(v V, vt VT)
 	})
 }
 
-// LeftJoin is Join keeping the records whose key is not in the table: f gets found false
-// and the zero value for them.
+// LeftJoin is Join keeping the records whose key is not in the table, or null (as Kafka
+// Streams 3.7, KIP-962): f gets found false and the zero value for them.
 func LeftJoin[K, V, VT, VR any](s KStream[K, V], t KTable[K, VT], f func(v V, vt VT, found bool) VR, o ...Option) KStream[K, VR] {
 	return streamTableJoin(s, t, o, "KSTREAM-LEFTJOIN-", func(v V, vt VT, found bool) (VR, bool) {
 		return f(v, vt, found), true
@@ -62,12 +62,13 @@ func (j *tableJoin[K, V, VR]) init(c *nodeContext) error {
 }
 
 func (j *tableJoin[K, V, VR]) process(r rec) error {
-	if r.key == nil {
-		return nil
-	}
-	vt, found, err := j.get(r.key)
-	if err != nil {
-		return err
+	var vt any
+	found := false
+	if r.key != nil {
+		var err error
+		if vt, found, err = j.get(r.key); err != nil {
+			return err
+		}
 	}
 	vr, ok := j.f(as[V](r.value), vt, found)
 	if !ok {

@@ -41,8 +41,9 @@ func (w JoinWindows) size() time.Duration { return w.Before + w.After }
 // the same key within the windows w gives one result, f of their values, timed at the later
 // of the two. Both streams keep their records in window stores (KSTREAM-JOINTHIS-...-store and
 // KSTREAM-JOINOTHER-...-store, each with a changelog) for the window's size plus its grace.
-// Records with a null key or value are dropped. A stream whose key changed upstream is
-// repartitioned first; the two streams must be co-partitioned.
+// Records with a null key or value are dropped (and counted, DroppedRecords). A stream
+// whose key changed upstream is repartitioned first; the two streams must be
+// co-partitioned.
 func JoinStreams[K, V, VO, VR any](left KStream[K, V], right KStream[K, VO], f func(v V, vo VO) VR, w JoinWindows, o ...Option) KStream[K, VR] {
 	return streamStreamJoin[K, V, VO, VR](left, right, w, false, false, o, func(l, r any, _, _ bool) any {
 		return f(as[V](l), as[VO](r))
@@ -54,7 +55,7 @@ func JoinStreams[K, V, VO, VR any](left KStream[K, V], right KStream[K, VO], f f
 // emitted only once the record's window has closed (stream time past its end plus the grace
 // period), so a right record arriving late but in time still joins it instead: the waiting
 // records are kept in a shared store (KSTREAM-OUTERSHARED-...-store). A left record already
-// out of its window when it arrives gets its result at once.
+// out of its window when it arrives, or with a null key, gets its result at once.
 func LeftJoinStreams[K, V, VO, VR any](left KStream[K, V], right KStream[K, VO], f func(v V, vo VO, found bool) VR, w JoinWindows, o ...Option) KStream[K, VR] {
 	return streamStreamJoin[K, V, VO, VR](left, right, w, true, false, o, func(l, r any, _, hasR bool) any {
 		return f(as[V](l), as[VO](r), hasR)
@@ -299,16 +300,20 @@ func (p *streamJoinProc) join(this, other any, hasOther bool) any {
 }
 
 func (p *streamJoinProc) process(r rec) error {
+	ts := r.ts
+	p.tt.streamTime = max(p.tt.streamTime, ts)
+	if r.key == nil && r.value != nil && p.outerSide {
+		// A null key joins nothing: an outer side's record gets its result at once (KIP-962).
+		return p.c.forward(rec{value: p.join(r.value, nil, false), ts: ts, headers: r.headers})
+	}
 	if r.key == nil || r.value == nil {
 		p.c.task.dropped++
 		return nil
 	}
-	ts := r.ts
 	if !p.tt.primed && p.os != nil {
 		_, first := p.os.entries(-1)
 		p.tt.minTime, p.tt.primed = min(p.tt.minTime, first), true
 	}
-	p.tt.streamTime = max(p.tt.streamTime, ts)
 	if p.os != nil && ts == p.tt.streamTime {
 		if err := p.emitClosed(r); err != nil {
 			return err

@@ -242,3 +242,28 @@ func TestStreamStreamJoinNamesAndChangelogs(t *testing.T) {
 	// The left record waited in the shared store, then was emitted and removed (a tombstone).
 	equal(t, "out", readKVT(d, "out"), []kvt{{"k", "v", 0}})
 }
+
+// Null keys (KIP-962): a left join's left record with a null key joins nothing and gets
+// its result at once, in stream-stream and stream-table joins alike; an inner join drops
+// it, and a stream-stream join counts it dropped.
+func TestJoinNullKeys(t *testing.T) {
+	b := streams.NewBuilder()
+	buildStreamJoins(b, streams.JoinTimeDifferenceAndGrace(ms(10), 0))
+	users := streams.Table(b, "users", serde.String, serde.String)
+	events := streams.Stream(b, "events", serde.String, serde.String)
+	streams.To(streams.LeftJoin(events, users, func(e, u string, found bool) string { return sideJoiner(e, u, true, found) }), "st-left", serde.String, serde.String)
+	streams.To(streams.Join(events, users, func(e, u string) string { return e + u }), "st-inner", serde.String, serde.String)
+	d := streamstest.New(t, b)
+	streamstest.Input(d, "left", serde.String, serde.String).PipeBytes(nil, []byte("L"), at(0))
+	streamstest.Input(d, "right", serde.String, serde.String).PipeBytes(nil, []byte("R"), at(0))
+	streamstest.Input(d, "events", serde.String, serde.String).PipeBytes(nil, []byte("E"), at(0))
+	equal(t, "inner", readKVT(d, "inner"), nil)
+	equal(t, "left", readKVT(d, "leftj"), []kvt{{"", "L+null", 0}})
+	equal(t, "outer", readKVT(d, "outer"), []kvt{{"", "L+null", 0}, {"", "null+R", 0}})
+	equal(t, "stream-table left", readKVT(d, "st-left"), []kvt{{"", "E+null", 0}})
+	equal(t, "stream-table inner", readKVT(d, "st-inner"), nil)
+	// Dropped: the inner join's two records, the left join's right one.
+	if n := d.DroppedRecords(); n != 3 {
+		t.Fatalf("dropped %d, want 3", n)
+	}
+}
