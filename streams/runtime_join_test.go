@@ -17,12 +17,17 @@ import (
 	"github.com/gregor-project/gregor/streams/serde"
 )
 
-// runApp runs the topology build makes as application appID until the test ends (or stop).
-func runApp(t *testing.T, addr, appID string, build func(*streams.Builder)) *running {
+// runApp runs the topology build makes as application appID until the test ends (or stop),
+// at least once unless g says otherwise.
+func runApp(t *testing.T, addr, appID string, build func(*streams.Builder), g ...streams.Guarantee) *running {
 	t.Helper()
 	b := streams.NewBuilder()
 	build(b)
-	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, CommitInterval: 50 * time.Millisecond})
+	cfg := streams.Config{ApplicationID: appID, Brokers: []string{addr}, CommitInterval: 50 * time.Millisecond}
+	if len(g) > 0 {
+		cfg.Guarantee = g[0]
+	}
+	app, err := streams.New(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +63,8 @@ func produceAt(t *testing.T, cl *kgo.Client, topic string, recs ...[3]any) {
 // want, or fails at the deadline.
 func readUntil(t *testing.T, addr, topic string, want map[string]int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +84,14 @@ func readUntil(t *testing.T, addr, topic string, want map[string]int) {
 // A stream-stream join on a real node: two partitions per input (two tasks), the join's
 // window stores' changelogs created (compact,delete), and a restarted application restores
 // the left records from the changelog, so right records written while it was down still
-// join them.
+// join them; under exactly_once_v2 as well (the stores restored from committed changelogs).
 func TestStreamStreamJoinAgainstBroker(t *testing.T) {
+	for _, g := range []streams.Guarantee{streams.AtLeastOnce, streams.ExactlyOnceV2} {
+		t.Run(string(g), func(t *testing.T) { testStreamStreamJoinAgainstBroker(t, g) })
+	}
+}
+
+func testStreamStreamJoinAgainstBroker(t *testing.T, g streams.Guarantee) {
 	n := embedtest.Start(t, embed.Options{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
 	if err != nil {
@@ -117,7 +129,7 @@ func TestStreamStreamJoinAgainstBroker(t *testing.T) {
 	produceAt(t, cl, "clicks", clicks...)
 	produceAt(t, cl, "views", views[:5]...)
 	expect(views[:5])
-	app := runApp(t, n.Addr(), "ssj", build)
+	app := runApp(t, n.Addr(), "ssj", build, g)
 	readUntil(t, n.Addr(), "click-views", want)
 
 	changelog := "ssj-KSTREAM-JOINTHIS-0000000004-store-changelog"
@@ -142,7 +154,7 @@ func TestStreamStreamJoinAgainstBroker(t *testing.T) {
 	app.stop(t)
 	produceAt(t, cl, "views", views[5:]...)
 	expect(views[5:])
-	runApp(t, n.Addr(), "ssj", build)
+	runApp(t, n.Addr(), "ssj", build, g)
 	readUntil(t, n.Addr(), "click-views", want)
 }
 
