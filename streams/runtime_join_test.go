@@ -210,6 +210,17 @@ func TestGlobalTableAgainstBroker(t *testing.T) {
 		want[o+"=p99:new"]++
 	}
 	readUntil(t, n.Addr(), "enriched", want)
+
+	// The global store has no changelog: its topic is one.
+	td, err := adm.ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic := range td {
+		if strings.HasSuffix(topic, "-changelog") {
+			t.Fatalf("internal topic %s for a topology whose only store is global", topic)
+		}
+	}
 }
 
 // Joining streams whose topics have different partition counts fails at start with a
