@@ -60,14 +60,15 @@
 // KTable; windowed aggregation over tumbling and hopping time windows with a grace period
 // (WindowedBy, CountWindowed, ReduceWindowed, AggregateWindowed; late records dropped and
 // counted); joins (below); KTable Filter, FilterNot, MapValuesTable and ToStream, and
-// Materialized for a derived table's store; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
-// stores and punctuators on stream time and wall-clock time); in-memory key-value stores
+// Materialized for a derived table's store; the Processor API (Process, ProcessorContext
+// with Forward, ForwardTo, stores and punctuators on stream time and wall-clock time);
+// in-memory key-value stores
 // with changelogs and restore; Describe; the test driver; the runtime, at-least-once and
 // exactly_once_v2, with instances of one application.id sharing its tasks; the
 // deserialization exception handler (LogAndFail, LogAndContinue).
 //
-// Not yet: sliding and session windows, suppress-until-window-closes; persistent (pebble) stores and window stores of
-// their own (windows live in an in-memory key-value store keyed by key and window start); a
+// Not yet: sliding and session windows, suppress-until-window-closes; persistent (pebble)
+// stores and window stores of their own (windows live in an in-memory key-value store keyed by key and window start); a
 // record cache (every table update is forwarded); standby replicas and a sticky,
 // state-aware assignor; more than one stream thread per App; interactive queries and
 // application.server; the production exception handler (a failed produce stops Run) and
@@ -99,7 +100,8 @@
 //     (partitioned as the right table) and -SUBSCRIPTION-RESPONSE-NNNNNNNNNN-topic
 //     (partitioned as the left), with a hash of the left value dropping stale responses.
 //
-// The inputs of a join other than the global and foreign-key ones must be co-partitioned:
+// A left or outer join's record with a null key gets its result at once (KIP-962). The
+// inputs of a join other than the global and foreign-key ones must be co-partitioned:
 // Run fails at start when their topics have different partition counts, and a stream whose
 // key changed is repartitioned first.
 package streams
