@@ -267,3 +267,28 @@ func TestJoinNullKeys(t *testing.T) {
 		t.Fatalf("dropped %d, want 3", n)
 	}
 }
+
+// Streams whose key changed are repartitioned by the new key before a stream-stream join:
+// with Named(n) through n-left-repartition and n-right-repartition.
+func TestStreamStreamJoinRepartitions(t *testing.T) {
+	b := streams.NewBuilder()
+	// Values are "user:item"; both sides are re-keyed by user.
+	byUser := func(_, v string) string { return strings.SplitN(v, ":", 2)[0] }
+	l := streams.SelectKey(streams.Stream(b, "left", serde.String, serde.String), byUser)
+	r := streams.SelectKey(streams.Stream(b, "right", serde.String, serde.String), byUser)
+	streams.To(streams.JoinStreams(l, r, func(a, c string) string { return a + "+" + c },
+		streams.JoinTimeDifferenceAndGrace(ms(10), 0), streams.Named("j")), "out", serde.String, serde.String)
+	d := streamstest.New(t, b)
+	streamstest.Input(d, "left", serde.String, serde.String).Pipe("x", "u1:a", at(0))
+	streamstest.Input(d, "right", serde.String, serde.String).Pipe("y", "u1:b", at(5))
+	streamstest.Input(d, "right", serde.String, serde.String).Pipe("z", "u2:c", at(6))
+	equal(t, "out", readKVT(d, "out"), []kvt{{"u1", "u1:a+u1:b", 5}})
+	for _, topic := range []string{"j-left-repartition", "j-right-repartition"} {
+		if len(d.Raw().ReadOutput(d.Raw().TopicName(topic))) == 0 {
+			t.Fatalf("nothing through %s", topic)
+		}
+	}
+	if !strings.Contains(b.Describe(), "Processor: j-this-join (stores: [KSTREAM-JOINOTHER-") {
+		t.Fatalf("Describe:\n%s", b.Describe())
+	}
+}
