@@ -6,20 +6,6 @@ import (
 	"strings"
 )
 
-// sharedState is the task's state named name, made by mk on first use: what the nodes of
-// one operator share within one task.
-func (tk *task) sharedState(name string, mk func() any) any {
-	if tk.shared == nil {
-		tk.shared = map[string]any{}
-	}
-	s, ok := tk.shared[name]
-	if !ok {
-		s = mk()
-		tk.shared[name] = s
-	}
-	return s
-}
-
 // copartition records that the source topics of ns (the inputs of a join) must be
 // co-partitioned.
 func (b *Builder) copartition(ns ...*node) {

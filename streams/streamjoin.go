@@ -237,6 +237,20 @@ type streamJoinShared struct {
 	joiner            func(l, r any, hasL, hasR bool) any
 }
 
+// sharedState is the task's state named name, made by mk on first use: what the nodes of
+// one operator share within one task.
+func (tk *task) sharedState(name string, mk func() any) any {
+	if tk.shared == nil {
+		tk.shared = map[string]any{}
+	}
+	s, ok := tk.shared[name]
+	if !ok {
+		s = mk()
+		tk.shared[name] = s
+	}
+	return s
+}
+
 // joinTimeTracker is a join's stream time: the largest timestamp either side's join
 // processor has seen in this task (Kafka's KStreamImplJoin.TimeTracker), and minTime, a
 // lower bound of the times waiting in the outer store. It lives as long as the task.
