@@ -36,18 +36,40 @@ func (a *App) createInternalTopics(ctx context.Context) error {
 	}
 	// A repartition topic has as many partitions as the sub-topology writing it; that one's
 	// count may itself come from a repartition topic, so iterate to a fixed point.
-	subCount := make([]int, len(t.subs))
-	for range t.subs {
-		for _, s := range t.subs {
-			for topic := range s.sources {
-				subCount[s.id] = max(subCount[s.id], count[topic])
-			}
-			for _, n := range s.nodes {
-				if n.kind == sinkNode && t.b.internal[n.topic] {
-					count[n.topic] = max(count[n.topic], subCount[s.id])
+	// The repartition topics of a join's inputs are pinned to the count of its other
+	// inputs (copartitionCounts), so propagate twice: once to learn the counts, once with
+	// the pins.
+	var subCount []int
+	propagate := func(pinned map[string]int) {
+		subCount = make([]int, len(t.subs))
+		for topic, n := range pinned {
+			count[topic] = n
+		}
+		for range t.subs {
+			for _, s := range t.subs {
+				for topic := range s.sources {
+					subCount[s.id] = max(subCount[s.id], count[topic])
+				}
+				for _, n := range s.nodes {
+					if _, pin := pinned[n.topic]; !pin && n.kind == sinkNode && t.b.internal[n.topic] {
+						count[n.topic] = max(count[n.topic], subCount[s.id])
+					}
 				}
 			}
 		}
+	}
+	propagate(nil)
+	pinned, err := t.copartitionCounts(count, func(topic string) int { return count[topic] })
+	if err != nil {
+		return err
+	}
+	if len(pinned) > 0 {
+		for topic := range count {
+			if t.b.internal[topic] {
+				delete(count, topic)
+			}
+		}
+		propagate(pinned)
 	}
 	type want struct {
 		partitions int

@@ -65,13 +65,14 @@
 // deleted downstream); windowed keys written as Kafka's serdes write them (WindowedSerde:
 // key and start; SessionWindowedSerde: key, end and start); Suppress, UntilWindowCloses
 // (only final results) and UntilTimeLimit with a BufferConfig (emit early or fail when
-// full), its buffer changelogged and restored; stream-table joins (Join, LeftJoin);
-// ToStream; the Processor API (Process, ProcessorContext with Forward, ForwardTo,
-// stores and punctuators on stream time and wall-clock time); in-memory key-value stores
-// with changelogs and restore, and in-memory stores of sliding windows and sessions (sorted
-// per key, changelogged and restored: WindowStore, SessionStore); Describe; the test driver;
-// the runtime, at-least-once and exactly_once_v2, with instances of one application.id
-// sharing its tasks; the deserialization exception handler (LogAndFail, LogAndContinue).
+// full), its buffer changelogged and restored; joins (below); KTable Filter, FilterNot,
+// MapValuesTable and ToStream, and Materialized for a derived table's store; the Processor
+// API (Process, ProcessorContext with Forward, ForwardTo, stores and punctuators on stream
+// time and wall-clock time); in-memory key-value stores with changelogs and restore, and
+// in-memory stores of sliding windows and sessions (sorted per key, changelogged and
+// restored: WindowStore, SessionStore); Describe; the test driver; the runtime,
+// at-least-once and exactly_once_v2, with instances of one application.id sharing its
+// tasks; the deserialization exception handler (LogAndFail, LogAndContinue).
 //
 // Where Kafka Streams' windows are ambiguous, windows here are final once closed: a closed
 // session is never merged into a new one, and UntilWindowCloses emits a sliding window or a
@@ -79,12 +80,42 @@
 // its aggregation can no longer change it. Sliding windows may start before the epoch
 // (Kafka folds such records into [0, time difference]).
 //
-// Not yet: the other joins (stream-stream, table-table, global tables, foreign-key);
-// persistent (pebble) stores; tumbling and hopping windows in a window store of their own
-// (they live in an in-memory key-value store keyed by key and window start); Suppress's
-// spill to disk; a record cache (every table update is forwarded); standby replicas and a sticky,
+// Not yet: persistent (pebble) stores; tumbling and hopping windows in a window store of
+// their own (they live in an in-memory key-value store keyed by key and window start);
+// Suppress's spill to disk; a record cache (every table update is forwarded); standby
+// replicas and a sticky,
 // state-aware assignor; more than one stream thread per App; interactive queries and
 // application.server; the production exception handler (a failed produce stops Run) and
-// the uncaught-error handler; co-partitioning checks; KTable operators other than
-// ToStream; restore progress reporting.
+// the uncaught-error handler; restore progress reporting; KTable groupBy; timestamped
+// stores (a table-table or foreign-key join result has the timestamp of the update that
+// caused it, not the later of both sides'); a null foreign key (the extractor always
+// returns one); custom processors for global stores.
+//
+// # Joins
+//
+// Every join of Kafka Streams, each a package function (Go methods take no type
+// parameters), named as Kafka names its nodes, stores and internal topics:
+//
+//   - stream-table, Join and LeftJoin: each stream record looks its key up in the table.
+//   - stream-stream, JoinStreams, LeftJoinStreams and OuterJoinStreams over JoinWindows
+//     (JoinTimeDifferenceAndGrace, WithBefore, WithAfter): both streams are kept in window
+//     stores (KSTREAM-JOINTHIS-NNNNNNNNNN-store and KSTREAM-JOINOTHER-...-store, with
+//     compact,delete changelogs) for the window's size plus its grace; as in Kafka 3.x a
+//     record of an outer side that joined nothing waits in KSTREAM-OUTERSHARED-...-store
+//     and gets its null-joined result only once stream time has passed its window's end
+//     plus the grace period.
+//   - table-table, JoinTables, LeftJoinTables and OuterJoinTables: an update of either
+//     table joins the other's current value; a deletion forwards the result's deletion.
+//   - stream-globaltable, JoinGlobal and LeftJoinGlobal with a key selector: GlobalTable is
+//     read whole by every instance, restored from its topic (no changelog) before any task
+//     runs and kept up to date by a global thread.
+//   - foreign-key, JoinForeignKey and LeftJoinForeignKey (KIP-213): through
+//     <application.id>-KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-NNNNNNNNNN-topic
+//     (partitioned as the right table) and -SUBSCRIPTION-RESPONSE-NNNNNNNNNN-topic
+//     (partitioned as the left), with a hash of the left value dropping stale responses.
+//
+// A left or outer join's record with a null key gets its result at once (KIP-962). The
+// inputs of a join other than the global and foreign-key ones must be co-partitioned:
+// Run fails at start when their topics have different partition counts, and a stream whose
+// key changed is repartitioned first.
 package streams

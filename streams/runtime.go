@@ -183,6 +183,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.createInternalTopics(ctx); err != nil {
 		return err
 	}
+	stopGlobal, err := a.startGlobal(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopGlobal()
 	if a.cfg.Guarantee == ExactlyOnceV2 {
 		return a.runExactlyOnce(ctx)
 	}
@@ -413,7 +418,8 @@ func (a *App) partitionCount(topic string) (int, error) {
 }
 
 // DroppedRecords is the number of records this instance's windowed operators dropped as
-// late (past every window's grace period) since Run started.
+// late (past every window's grace period), and its stream-stream joins dropped (a null key
+// or value, or older than a join window store's retention), since Run started.
 func (a *App) DroppedRecords() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()

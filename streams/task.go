@@ -37,6 +37,9 @@ type task struct {
 	// is counted in skipped), an error stops processing. nil fails every such record.
 	badRecord func(err error) error
 	skipped   int64
+	// shared is state the nodes of one operator share within the task (a stream-stream
+	// join's time tracker), by a name of the operator's; see sharedState.
+	shared map[string]any
 }
 
 // nodeContext is one node inside one task.

@@ -19,6 +19,13 @@ type Builder struct {
 	internal map[string]bool // logical names of internal topics (repartition, changelog)
 	counter  int
 	errs     []error
+	// copartitioned are groups of nodes whose source topics must have the same number of
+	// partitions (the two sides of a join), checked when the application starts.
+	copartitioned [][]*node
+	// globals are the global tables, each read whole by every instance (global.go).
+	globals []*globalDef
+	// sendOld are the table nodes asked to forward each update's old value (rec.old).
+	sendOld map[*node]bool
 }
 
 // NewBuilder returns an empty topology builder.
@@ -65,7 +72,13 @@ type node struct {
 // Option configures one DSL operator.
 type Option func(*options)
 
-type options struct{ name string }
+type options struct {
+	name string
+	// store and storeSerde are from Materialized: the store a derived table is kept in, and
+	// the serde of its values (nil to use the table's own).
+	store      string
+	storeSerde any
+}
 
 // Named names an operator's processor node, and the store and internal topics of a stateful
 // one (as Kafka Streams' Named and Materialized.as): Count(g, Named("counts")) keeps its
@@ -136,6 +149,8 @@ type topology struct {
 	b       *Builder
 	subs    []*subtopology
 	byTopic map[string]*subtopology // logical source topic -> its sub-topology
+	// globals are this instance's global stores, by store name (global.go).
+	globals map[string]*globalStore
 }
 
 // build checks the graph and cuts it into sub-topologies.
@@ -214,6 +229,7 @@ func (b *Builder) build() (*topology, error) {
 			return nil, fmt.Errorf("streams: sub-topology %d has no source topic", s.id)
 		}
 	}
+	t.globals = b.makeGlobals()
 	return t, nil
 }
 
@@ -263,6 +279,7 @@ func (b *Builder) Describe() string {
 		}
 		sb.WriteString("\n")
 	}
+	b.describeGlobals(&sb, len(t.subs))
 	return sb.String()
 }
 
