@@ -200,11 +200,13 @@ func (a *windowAggregator[K, V, VA]) process(r rec) error {
 	k := r.key.(K)
 	size, grace := a.w.Size.Milliseconds(), a.w.Grace.Milliseconds()
 	closeTime := tk.streamTime - grace
-	updated := false
 	for _, start := range a.w.windowsFor(r.ts) {
 		end := start + size
 		if end <= closeTime {
-			continue // this window has closed
+			// As Kafka's KStreamWindowAggregate: a drop is counted for every closed window
+			// the record falls in, so a hopping window's late record counts once per window.
+			tk.dropped++
+			continue
 		}
 		wk := Windowed[K]{Key: k, Window: Window{Start: fromMillis(start), End: fromMillis(end)}}
 		acc, found, err := a.kv.Get(wk)
@@ -218,10 +220,6 @@ func (a *windowAggregator[K, V, VA]) process(r rec) error {
 		if err := a.c.forward(rec{key: wk, value: acc, ts: r.ts, headers: r.headers}); err != nil {
 			return err
 		}
-		updated = true
-	}
-	if !updated {
-		tk.dropped++
 	}
 	a.expire()
 	return nil
