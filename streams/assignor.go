@@ -206,16 +206,19 @@ func assignTasks(members []memberSub, tasks []TaskID, stateful map[TaskID]bool, 
 			give(m, id)
 		}
 	}
-	// Then a member with the task's state warm, then the least loaded.
+	// Then to a member with the task's state warm, before any task without such a member
+	// takes the room; then to the least loaded.
 	for _, id := range tasks {
-		if _, done := active[id]; done {
-			continue
+		if _, done := active[id]; !done {
+			if m := leastLoaded(warm[id], func(m string) bool { return plan.members[m] != nil && canTake(m) }); m != "" {
+				give(m, id)
+			}
 		}
-		m := leastLoaded(warm[id], func(m string) bool { return plan.members[m] != nil && canTake(m) })
-		if m == "" {
-			m = leastLoaded(ids, canTake)
+	}
+	for _, id := range tasks {
+		if _, done := active[id]; !done {
+			give(leastLoaded(ids, canTake), id)
 		}
-		give(m, id)
 	}
 
 	// Standbys: on members other than the active one and the task's other standbys,
