@@ -271,12 +271,22 @@ type groupState struct {
 	assigned bool // an assignment has been received since Run started
 }
 
-// subscription is this member's subscription info: its application.server, the tasks of
-// the partitions it was last assigned, the standby tasks it keeps warm, and a shutdown
-// request when one is pending.
+// subscription is this member's subscription info: its application.server, the active
+// tasks of its last assignment (an eager consumer has given their partitions up by the time
+// it rejoins, so they come from the assignment info kept, and from current when the client
+// still reports some), the standby tasks it keeps warm, and a shutdown request when one is
+// pending.
 func (a *App) subscription(current map[string][]int32) subscriptionInfo {
 	s := subscriptionInfo{server: a.cfg.ApplicationServer}
 	seen := map[TaskID]bool{}
+	a.group.Lock()
+	if a.group.assigned {
+		for _, id := range a.group.info.active {
+			seen[id] = true
+			s.prevActive = append(s.prevActive, id)
+		}
+	}
+	a.group.Unlock()
 	for topic, parts := range current {
 		sub, ok := a.topo.byTopic[a.full[topic]]
 		if !ok {
