@@ -171,53 +171,70 @@ func assignTasks(members []memberSub, tasks []TaskID, stateful map[TaskID]bool, 
 		}
 	}
 
-	// Every member ends with floor or floor+1 tasks, and exactly extra of them with floor+1.
-	floor, extra := len(tasks)/len(members), len(tasks)%len(members)
-	load := map[string]int{}
-	atCeil := 0
-	canTake := func(m string) bool {
-		return load[m] < floor || (load[m] == floor && atCeil < extra)
+	// Every member ends with floor or floor+1 tasks, and exactly extra of them with floor+1;
+	// the same holds within each sub-topology where stickiness and warm state allow, so each
+	// instance gets a part of every kind of work.
+	ids := make([]string, len(members))
+	for i, m := range members {
+		ids[i] = m.id
+	}
+	total := newQuota(len(tasks), len(members))
+	perSub := map[int]*quota{}
+	for _, id := range tasks {
+		if perSub[id.Subtopology] == nil {
+			n := 0
+			for _, t := range tasks {
+				if t.Subtopology == id.Subtopology {
+					n++
+				}
+			}
+			perSub[id.Subtopology] = newQuota(n, len(members))
+		}
 	}
 	active := map[TaskID]string{}
 	give := func(m string, id TaskID) {
-		if load[m] == floor {
-			atCeil++
-		}
-		load[m]++
+		total.add(m)
+		perSub[id.Subtopology].add(m)
 		active[id] = m
 		plan.members[m].active = append(plan.members[m].active, id)
 	}
-	leastLoaded := func(among []string, ok func(string) bool) string {
+	// pick is the least loaded member of among that may take id (by both quotas, or when
+	// relaxed by the total alone), "" when none.
+	pick := func(among []string, id TaskID, relaxed bool) string {
 		best := ""
 		for _, m := range among {
-			if ok(m) && (best == "" || load[m] < load[best]) {
+			if plan.members[m] == nil || !total.canTake(m) || (!relaxed && !perSub[id.Subtopology].canTake(m)) {
+				continue
+			}
+			if best == "" || total.load[m] < total.load[best] {
 				best = m
 			}
 		}
 		return best
 	}
-	ids := make([]string, len(members))
-	for i, m := range members {
-		ids[i] = m.id
-	}
 	// Sticky first: the previous owner keeps its task while it has room.
 	for _, id := range tasks {
-		if m, ok := owner[id]; ok && plan.members[m] != nil && canTake(m) {
+		if m, ok := owner[id]; ok && pick([]string{m}, id, false) != "" {
 			give(m, id)
 		}
 	}
-	// Then to a member with the task's state warm, before any task without such a member
-	// takes the room; then to the least loaded.
+	// Then to a member with the task's state warm (within the total quota only: a short
+	// restore comes before the spread over sub-topologies), before any task without such a
+	// member takes the room; then to the least loaded.
 	for _, id := range tasks {
 		if _, done := active[id]; !done {
-			if m := leastLoaded(warm[id], func(m string) bool { return plan.members[m] != nil && canTake(m) }); m != "" {
+			if m := pick(warm[id], id, true); m != "" {
 				give(m, id)
 			}
 		}
 	}
 	for _, id := range tasks {
 		if _, done := active[id]; !done {
-			give(leastLoaded(ids, canTake), id)
+			m := pick(ids, id, false)
+			if m == "" {
+				m = pick(ids, id, true)
+			}
+			give(m, id)
 		}
 	}
 
@@ -319,4 +336,26 @@ func (a *App) setAssignment(info assignmentInfo) {
 		a.shutdownApplication.Store(true)
 	}
 	a.standby.set(info.standby, info.active)
+}
+
+// quota spreads n tasks over members: each takes floor or floor+1, and only extra of them
+// floor+1.
+type quota struct {
+	floor, extra, atCeil int
+	load                 map[string]int
+}
+
+func newQuota(n, members int) *quota {
+	return &quota{floor: n / members, extra: n % members, load: map[string]int{}}
+}
+
+func (q *quota) canTake(m string) bool {
+	return q.load[m] < q.floor || (q.load[m] == q.floor && q.atCeil < q.extra)
+}
+
+func (q *quota) add(m string) {
+	if q.load[m] == q.floor {
+		q.atCeil++
+	}
+	q.load[m]++
 }

@@ -40,7 +40,7 @@ func withPrevious(ms []memberSub, plan taskPlan) []memberSub {
 	return ms
 }
 
-func checkPlan(t *testing.T, plan taskPlan, tasks []TaskID, stateful map[TaskID]bool, standbys int) {
+func checkPlan(t *testing.T, plan taskPlan, tasks []TaskID, stateful map[TaskID]bool, standbys int, spread bool) {
 	t.Helper()
 	owner := map[TaskID]string{}
 	lo, hi := len(tasks), 0
@@ -58,6 +58,28 @@ func checkPlan(t *testing.T, plan taskPlan, tasks []TaskID, stateful map[TaskID]
 	}
 	if hi-lo > 1 {
 		t.Fatalf("uneven: %d to %d tasks per member", lo, hi)
+	}
+	perSub := map[int]map[string]int{}
+	for _, id := range tasks {
+		if perSub[id.Subtopology] == nil {
+			perSub[id.Subtopology] = map[string]int{}
+			for m := range plan.members {
+				perSub[id.Subtopology][m] = 0
+			}
+		}
+		perSub[id.Subtopology][owner[id]]++
+	}
+	for sub, byMember := range perSub {
+		if !spread {
+			break
+		}
+		lo, hi := len(tasks), 0
+		for _, n := range byMember {
+			lo, hi = min(lo, n), max(hi, n)
+		}
+		if hi-lo > 1 {
+			t.Fatalf("sub-topology %d uneven: %v", sub, byMember)
+		}
 	}
 	for _, id := range tasks {
 		var on []string
@@ -86,11 +108,11 @@ func TestAssignTasksSticky(t *testing.T) {
 	tasks, stateful := tasksOf(2, 6)
 	ms := members(2)
 	plan := assignTasks(ms, tasks, stateful, 1)
-	checkPlan(t, plan, tasks, stateful, 1)
+	checkPlan(t, plan, tasks, stateful, 1, true)
 
 	grown := append(withPrevious(members(2), plan), members(3)[2])
 	next := assignTasks(grown, tasks, stateful, 1)
-	checkPlan(t, next, tasks, stateful, 1)
+	checkPlan(t, next, tasks, stateful, 1, true)
 	moved := 0
 	for _, m := range []string{"m0", "m1"} {
 		for _, id := range next.members[m].active {
@@ -108,7 +130,7 @@ func TestAssignTasksSticky(t *testing.T) {
 	survivors := withPrevious(members(3), next)
 	survivors = slices.Delete(survivors, 1, 2)
 	after := assignTasks(survivors, tasks, stateful, 1)
-	checkPlan(t, after, tasks, stateful, 1)
+	checkPlan(t, after, tasks, stateful, 1, false) // warm state first
 	for _, m := range []string{"m0", "m2"} {
 		for _, id := range next.members[m].active {
 			if !slices.Contains(after.members[m].active, id) {
@@ -138,7 +160,7 @@ func TestAssignTasksStandbys(t *testing.T) {
 	for n := 1; n <= 4; n++ {
 		for standbys := 0; standbys <= 3; standbys++ {
 			plan := assignTasks(members(n), tasks, stateful, standbys)
-			checkPlan(t, plan, tasks, stateful, standbys)
+			checkPlan(t, plan, tasks, stateful, standbys, true)
 			if len(plan.hosts) != n {
 				t.Fatalf("%d hosts for %d members", len(plan.hosts), n)
 			}

@@ -162,7 +162,15 @@ func TestStandbyTakesOver(t *testing.T) {
 			got[kv.Key] = kv.Value
 		}
 		return maps.Equal(got, want)
-	}, func() string { return "B never held a current copy of every count" })
+	}, func() string {
+		md, err := b.app.AllMetadata()
+		stale, serr := streams.Store[string, int64](b.app, "counts", streams.StaleStores())
+		var all []streams.KeyValue[string, int64]
+		if serr == nil {
+			all, serr = stale.All()
+		}
+		return fmt.Sprintf("B never held a current copy of every count: metadata %+v %v; B's copies %v %v", md, err, all, serr)
+	})
 	active, err := streams.Store[string, int64](b.app, "counts")
 	if err != nil {
 		t.Fatal(err)
