@@ -151,12 +151,19 @@ func (a *App) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.unassignLocked(ps)
+	clean := false
 	if a.cfg.Guarantee == AtLeastOnce && a.mu.err == nil && a.client != nil {
 		if err := a.commitAtLeastOnce(ctx); err != nil {
 			a.failLocked(err)
+		} else {
+			clean = true
 		}
 	}
+	keep := a.tasksOfLocked(ps)
 	a.dropLocked(ps)
+	if clean {
+		a.retain(ctx, keep)
+	}
 }
 
 // lost closes the tasks of lost partitions without committing: another member owns them.

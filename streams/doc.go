@@ -37,7 +37,8 @@
 // every instance's tasks, and KIP-671's shutdown request. When a task is assigned its
 // stores are restored from their changelogs before it processes a record (a task that was
 // a standby here starts from the standby's copy and restores only the tail); when revoked,
-// what was processed is committed and the task closed.
+// what was processed is committed and the task closed, its stores kept as a warm copy
+// (at-least-once) in case the task is assigned back.
 //
 // Naming follows Kafka Streams: nodes KSTREAM-SOURCE-0000000000 and so on, internal topics
 // <application.id>-<name>-repartition and <application.id>-<store>-changelog (compacted),
@@ -94,8 +95,9 @@
 // their own (windows live in an in-memory key-value store keyed by key and window start); a
 // record cache (every table update is forwarded); more than one stream thread per App;
 // the cooperative (incremental) rebalance protocol and warmup replicas with probing
-// rebalances (KIP-441): rebalances are eager, so a task that stays on its member is still
-// closed and restored from its changelog; queries of window and session stores; the
+// rebalances (KIP-441): rebalances are eager, so every task is closed and made again (at
+// least once, a task that stays keeps its stores and restores only the changelog's tail;
+// under exactly_once_v2 it restores from the start); queries of window and session stores; the
 // production exception handler under exactly_once_v2 (a failed send fails the
 // transaction) and for serialization errors; co-partitioning checks; KTable operators
 // other than ToStream; restore progress by batch (the listener hears start and end).

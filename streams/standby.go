@@ -191,3 +191,66 @@ func promote(st *standbyTask, name string, dst stateStore) bool {
 	src.each(dst.restore)
 	return true
 }
+
+// tasksOfLocked are the tasks of partitions ps that exist.
+func (a *App) tasksOfLocked(ps map[string][]int32) []*task {
+	var out []*task
+	for topic, parts := range ps {
+		s := a.topo.byTopic[a.full[topic]]
+		for _, p := range parts {
+			if tk, ok := a.mu.tasks[TaskID{Subtopology: s.id, Partition: p}]; ok && !slices.Contains(out, tk) {
+				out = append(out, tk)
+			}
+		}
+	}
+	return out
+}
+
+// retain keeps the stores of tasks closed cleanly at a revocation (at-least-once, after the
+// commit) as warm copies, so that a task assigned back to this member (the assignor is
+// sticky) restores only what was written to its changelog meanwhile. Their positions are
+// the changelogs' end offsets once every write is acknowledged: the store then holds
+// exactly the changelog up to there, this member having been its only writer. A failure
+// keeps nothing (the tasks restore from the start).
+func (a *App) retain(ctx context.Context, tasks []*task) {
+	if len(tasks) == 0 {
+		return
+	}
+	if err := a.client.Flush(ctx); err != nil {
+		return
+	}
+	var topics []string
+	for name := range a.standby.subOf {
+		if a.topo.b.stores[name].changelog {
+			topics = append(topics, a.topo.topicName(a.cfg.ApplicationID, name+"-changelog"))
+		}
+	}
+	if len(topics) == 0 {
+		return
+	}
+	ends, err := a.admin.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		a.log.Warn("streams: changelog end offsets; revoked tasks keep no state", "err", err)
+		return
+	}
+	a.standby.mu.Lock()
+	defer a.standby.mu.Unlock()
+	for _, tk := range tasks {
+		st := &standbyTask{id: tk.id, stores: map[string]stateStore{}, next: map[string]int64{}}
+		for _, name := range tk.sub.stores {
+			if !a.topo.b.stores[name].changelog {
+				continue
+			}
+			e, ok := ends.Lookup(a.topo.topicName(a.cfg.ApplicationID, name+"-changelog"), tk.id.Partition)
+			if !ok || e.Err != nil {
+				st = nil
+				break
+			}
+			st.stores[name], st.next[name] = tk.stores[name], e.Offset
+		}
+		if st != nil && len(st.stores) > 0 {
+			a.standby.tasks[tk.id] = st
+		}
+	}
+	a.standby.changedLocked()
+}

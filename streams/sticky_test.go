@@ -11,14 +11,17 @@ import (
 )
 
 // Adding a third instance to two moves only its fair share of the six tasks to it: the two
-// first keep all the others, and counts stay right across the move.
+// first keep all the others, with their state (a kept task restores nothing), and counts
+// stay right across the move.
 func TestScaleOutIsSticky(t *testing.T) {
 	n := embedtest.Start(t, embed.Options{})
 	cl := topics(t, n.Addr(), 3, "text-lines", "word-counts")
-	cfg := func(server string) streams.Config {
-		return streams.Config{ApplicationID: "sticky", Brokers: []string{n.Addr()}, ApplicationServer: server}
+	logs := []*restoreLog{{}, {}, {}}
+	cfg := func(i int) streams.Config {
+		return streams.Config{ApplicationID: "sticky", Brokers: []string{n.Addr()},
+			ApplicationServer: fmt.Sprintf("10.0.0.%d:%d", i+1, i+1), StateRestoreListener: logs[i]}
 	}
-	apps := []*running{startApp(t, cfg("10.0.0.1:1")), startApp(t, cfg("10.0.0.2:2"))}
+	apps := []*running{startApp(t, cfg(0)), startApp(t, cfg(1))}
 	eventually(t, func() bool { return settled(apps, 6) }, func() string { return "two instances did not settle" })
 
 	want := map[string]int64{}
@@ -31,7 +34,9 @@ func TestScaleOutIsSticky(t *testing.T) {
 	latest(t, n.Addr(), "word-counts", want)
 	before := [][]streams.TaskID{apps[0].app.Tasks(), apps[1].app.Tasks()}
 
-	apps = append(apps, startApp(t, cfg("10.0.0.3:3")))
+	logs[0].reset()
+	logs[1].reset()
+	apps = append(apps, startApp(t, cfg(2)))
 	eventually(t, func() bool { return settled(apps, 6) }, func() string { return "three instances did not settle" })
 	moved := 0
 	for i := range 2 {
@@ -42,6 +47,15 @@ func TestScaleOutIsSticky(t *testing.T) {
 			}
 		}
 		moved += len(before[i]) - len(after)
+		for _, id := range after {
+			if id.Subtopology != 1 {
+				continue // no store
+			}
+			st, restored, ok := logs[i].first("sticky-counts-changelog", id.Partition)
+			if !ok || st.start == 0 || restored != 0 {
+				t.Fatalf("task %s kept on instance %d restored %d records from offset %d (%v)", id, i, restored, st.start, ok)
+			}
+		}
 	}
 	if got := len(apps[2].app.Tasks()); got != 2 || moved != 2 {
 		t.Fatalf("the new instance runs %d tasks, %d moved: want 2 and 2", got, moved)
