@@ -124,13 +124,19 @@ func failingTopology(once bool, failed *atomic.Bool, seen chan<- string) *stream
 // REPLACE_THREAD: the thread that failed is replaced by a new one (a new group member),
 // which processes the failed record again, uncommitted as it was, and goes on.
 func TestUncaughtReplaceThread(t *testing.T) {
+	for _, g := range []streams.Guarantee{streams.AtLeastOnce, streams.ExactlyOnceV2} {
+		t.Run(string(g), func(t *testing.T) { testReplaceThread(t, g) })
+	}
+}
+
+func testReplaceThread(t *testing.T, g streams.Guarantee) {
 	n := embedtest.Start(t, embed.Options{})
 	cl := topics(t, n.Addr(), 1, "in")
 	produceLines(t, cl, "in", []string{"one", "boom", "two"})
 	seen := make(chan string, 100)
 	var calls atomic.Int32
 	app, err := streams.New(failingTopology(true, new(atomic.Bool), seen), streams.Config{ApplicationID: "replace",
-		Brokers: []string{n.Addr()}, CommitInterval: 20 * time.Millisecond,
+		Brokers: []string{n.Addr()}, CommitInterval: 20 * time.Millisecond, Guarantee: g,
 		UncaughtExceptionHandler: func(err error) streams.StreamThreadExceptionResponse {
 			if strings.Contains(err.Error(), "boom") {
 				calls.Add(1)
