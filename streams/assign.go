@@ -135,9 +135,11 @@ func (a *App) assigned(ctx context.Context, cl *kgo.Client, ps map[string][]int3
 }
 
 // createTasksLocked creates the tasks of partitions ps that do not exist yet, and restores
-// their stores.
+// their stores: a task this instance held as a standby starts from the standby's copy and
+// restores only the changelog's tail. A task is open to queries once restored.
 func (a *App) createTasksLocked(ctx context.Context, cl *kgo.Client, ps map[string][]int32) ([]*task, error) {
 	var created []*task
+	warm := map[TaskID]*standbyTask{}
 	for topic, parts := range ps {
 		s := a.topo.byTopic[a.full[topic]]
 		for _, p := range parts {
@@ -152,10 +154,18 @@ func (a *App) createTasksLocked(ctx context.Context, cl *kgo.Client, ps map[stri
 			tk.badRecord = a.badRecord
 			a.mu.tasks[id] = tk
 			created = append(created, tk)
+			if st := a.standby.take(id); st != nil {
+				warm[id] = st
+			}
 		}
 	}
 	a.log.Info("streams: tasks created", "partitions", ps, "tasks", len(a.mu.tasks))
-	return created, a.restore(ctx, created)
+	a.queryRestoring(created)
+	if err := a.restore(ctx, created, warm); err != nil {
+		return created, err
+	}
+	a.queryPublish(created)
+	return created, nil
 }
 
 // revoked commits what was processed and closes the tasks of revoked partitions.
@@ -163,12 +173,19 @@ func (a *App) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.unassignLocked(ps)
+	clean := false
 	if a.cfg.Guarantee == AtLeastOnce && a.mu.err == nil && a.client != nil {
 		if err := a.commitAtLeastOnce(ctx); err != nil {
 			a.failLocked(err)
+		} else {
+			clean = true
 		}
 	}
+	keep := a.tasksOfLocked(ps)
 	a.dropLocked(ps)
+	if clean {
+		a.retain(ctx, keep)
+	}
 }
 
 // lost closes the tasks of lost partitions without committing: another member owns them.
@@ -194,6 +211,7 @@ func (a *App) dropLocked(ps map[string][]int32) {
 		for _, p := range parts {
 			id := TaskID{Subtopology: s.id, Partition: p}
 			if tk, ok := a.mu.tasks[id]; ok {
+				a.queryUnpublish(id)
 				a.mu.dropped += tk.dropped
 				a.mu.skipped += tk.skipped
 				if err := tk.close(); err != nil {
@@ -213,13 +231,18 @@ func (a *App) failLocked(err error) {
 }
 
 // restore replays the changelog partition of every store of tasks from its start to the end
-// offset it has now, before the tasks process a record.
-func (a *App) restore(ctx context.Context, tasks []*task) error {
+// offset it has now, before the tasks process a record. A task in warm, promoted from a
+// standby, first takes the standby's copy of a store and restores from where the standby
+// had read (unless the log now starts after that).
+func (a *App) restore(ctx context.Context, tasks []*task, warm map[TaskID]*standbyTask) error {
 	type target struct {
-		tk    *task
-		store stateStore
-		end   int64
-		next  int64
+		tk       *task
+		name     string
+		store    stateStore
+		start    int64
+		end      int64
+		next     int64
+		restored int64
 	}
 	targets := map[string]map[int32]*target{}
 	parts := map[string]map[int32]kgo.Offset{}
@@ -235,7 +258,7 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 				parts[topic] = map[int32]kgo.Offset{}
 				topics = append(topics, topic)
 			}
-			targets[topic][tk.id.Partition] = &target{tk: tk, store: tk.stores[name]}
+			targets[topic][tk.id.Partition] = &target{tk: tk, name: name, store: tk.stores[name]}
 		}
 	}
 	if len(topics) == 0 {
@@ -264,11 +287,18 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 				return fmt.Errorf("streams: start offset of %s[%d]: %v", topic, p, s.Err)
 			}
 			tg.end = e.Offset
-			if s.Offset < e.Offset {
-				parts[topic][p] = kgo.NewOffset().At(s.Offset)
+			tg.start = s.Offset
+			if st := warm[tg.tk.id]; st != nil && st.next[tg.name] > s.Offset && promote(st, tg.name, tg.store) {
+				tg.start = st.next[tg.name]
+			}
+			tg.next = tg.start
+			a.restoreStart(topic, p, tg.name, tg.start, tg.end)
+			if tg.start < e.Offset {
+				parts[topic][p] = kgo.NewOffset().At(tg.start)
 				pending++
 			} else {
 				delete(parts[topic], p)
+				a.restoreEnd(topic, p, tg.name, 0)
 			}
 		}
 	}
@@ -303,10 +333,12 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 			if r.Offset < tg.end && !r.Attrs.IsControl() {
 				tg.store.restore(r.Key, r.Value)
 				restored++
+				tg.restored++
 			}
 			tg.next = r.Offset + 1
 			if tg.next >= tg.end {
 				pending--
+				a.restoreEnd(r.Topic, r.Partition, tg.name, tg.restored)
 			}
 		})
 	}

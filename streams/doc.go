@@ -28,14 +28,35 @@
 // (runtime.go, assign.go).
 //
 // The runtime is one consumer-group member per App, the group being application.id, with
-// one stream thread (the goroutine in Run). Range assignment gives a member the same
-// partition numbers of every source topic, so the task (sub-topology, partition) is whole on
-// one member. When a task is assigned its stores are restored from their changelogs before
-// it processes a record; when revoked, what was processed is committed and the task closed.
+// one stream thread (the goroutine in Run). The streams assignor (assignor.go, protocol
+// "stream") assigns tasks, each whole (every source partition of a task to one member):
+// sticky to the member that ran the task, then to one keeping a warm standby copy of its
+// state, spread evenly over the members in total and per sub-topology; each stateful task
+// gets NumStandbyReplicas standbys on other members. Subscription and assignment carry user
+// data with a version byte (userdata.go): application.server, previous and standby tasks,
+// every instance's tasks, and KIP-671's shutdown request. When a task is assigned its
+// stores are restored from their changelogs before it processes a record (a task that was
+// a standby here starts from the standby's copy and restores only the tail); when revoked,
+// what was processed is committed and the task closed, its stores kept as a warm copy
+// (at-least-once) in case the task is assigned back.
 //
 // Naming follows Kafka Streams: nodes KSTREAM-SOURCE-0000000000 and so on, internal topics
 // <application.id>-<name>-repartition and <application.id>-<store>-changelog (compacted),
 // Describe as TopologyDescription prints it.
+//
+// # Standbys, interactive queries, errors
+//
+// A standby task (standby.go) is a warm copy of a task's stores kept by reading its
+// changelog partitions (read_committed) on a reader goroutine of its own; nothing processes
+// in it. Store reads the local instances of a key-value store (Get, Range, All), refusing
+// with ErrInvalidStateStore while they restore or when none is here; StaleStores includes
+// standby copies. MetadataForKey hashes the serialized key with murmur2 over the store's
+// task count, as the sinks partition, and names the instance whose ApplicationServer runs
+// that task, from the assignment. The ProductionExceptionHandler decides about a record the
+// producer could not send (fail, or continue and count); the UncaughtExceptionHandler about
+// an error that ended the stream thread: replace it (a new client and member, the failed
+// work redone from the last commit), shut this instance down (the default) or the whole
+// application (through the assignment).
 //
 // # Guarantees
 //
@@ -72,7 +93,11 @@
 // in-memory stores of sliding windows and sessions (sorted per key, changelogged and
 // restored: WindowStore, SessionStore); Describe; the test driver; the runtime,
 // at-least-once and exactly_once_v2, with instances of one application.id sharing its
-// tasks; the deserialization exception handler (LogAndFail, LogAndContinue).
+// tasks through a sticky, state-aware assignor; standby replicas (num.standby.replicas);
+// interactive queries (Store, MetadataForKey, AllMetadata, application.server); the
+// deserialization exception handler (LogAndFail, LogAndContinue), the production exception
+// handler and the uncaught-error handler (replace the thread, shut down the client or the
+// application); a state restore listener.
 //
 // Where Kafka Streams' windows are ambiguous, windows here are final once closed: a closed
 // session is never merged into a new one, and UntilWindowCloses emits a sliding window or a
@@ -82,14 +107,17 @@
 //
 // Not yet: persistent (pebble) stores; tumbling and hopping windows in a window store of
 // their own (they live in an in-memory key-value store keyed by key and window start);
-// Suppress's spill to disk; a record cache (every table update is forwarded); standby
-// replicas and a sticky,
-// state-aware assignor; more than one stream thread per App; interactive queries and
-// application.server; the production exception handler (a failed produce stops Run) and
-// the uncaught-error handler; restore progress reporting; KTable groupBy; timestamped
-// stores (a table-table or foreign-key join result has the timestamp of the update that
-// caused it, not the later of both sides'); a null foreign key (the extractor always
-// returns one); custom processors for global stores.
+// Suppress's spill to disk; a record cache (every table update is forwarded); more than one
+// stream thread per App; the cooperative (incremental) rebalance protocol and warmup
+// replicas with probing rebalances (KIP-441): rebalances are eager, so every task is closed
+// and made again (at least once, a task that stays keeps its stores and restores only the
+// changelog's tail; under exactly_once_v2 it restores from the start); queries of window and
+// session stores; the production exception handler under exactly_once_v2 (a failed send
+// fails the transaction) and for serialization errors; restore progress by batch (the
+// listener hears start and end); KTable groupBy; timestamped stores (an aggregation's or a
+// table-table or foreign-key join's result has the timestamp of the update that caused it,
+// not the latest of its inputs'); a null foreign key (the extractor always returns one);
+// custom processors for global stores.
 //
 // # Joins
 //

@@ -76,14 +76,16 @@ func (a *App) runExactlyOnce(ctx context.Context) error {
 	if errors.Is(err, errStopping) {
 		try, err = kgo.TryAbort, nil
 	}
-	var ferr error
-	if err == nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, cerr := s.End(cctx, try); cerr != nil {
-			ferr = fmt.Errorf("streams: end transaction: %w", cerr)
-		}
-		cancel()
+	if err != nil && !errors.Is(err, ErrApplicationShutdown) {
+		try = kgo.TryAbort // a failed thread's work is undone
 	}
+	a.dirtyUnless(err)
+	var ferr error
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, cerr := s.End(cctx, try); cerr != nil {
+		ferr = fmt.Errorf("streams: end transaction: %w", cerr)
+	}
+	cancel()
 	ferr = errors.Join(ferr, a.finish(a.client))
 	s.CloseAllowingRebalance()
 	return errors.Join(err, ferr)
@@ -100,6 +102,7 @@ func (a *App) rebuild(ctx context.Context, s *kgo.GroupTransactSession) error {
 	defer a.mu.Unlock()
 	var errs []error
 	for id, tk := range a.mu.tasks {
+		a.queryUnpublish(id)
 		a.mu.dropped += tk.dropped
 		a.mu.skipped += tk.skipped
 		errs = append(errs, tk.close())

@@ -51,13 +51,13 @@ const (
 
 // subscription is a subscription record's value: version 0, the instruction, whether a
 // hash follows, the 16-byte hash of the left value, the left key's bytes.
-type subscription struct {
+type fkSubscription struct {
 	instruction byte
 	hash        []byte // nil for a deleted left entry
 	pk          []byte
 }
 
-func (s subscription) encode() []byte {
+func (s fkSubscription) encode() []byte {
 	b := []byte{0, s.instruction, 0}
 	if s.hash != nil {
 		b[2] = 1
@@ -66,11 +66,11 @@ func (s subscription) encode() []byte {
 	return append(b, s.pk...)
 }
 
-func decodeSubscription(b []byte) (subscription, error) {
+func decodeFKSubscription(b []byte) (fkSubscription, error) {
 	if len(b) < 3 || b[0] != 0 || (b[2] == 1 && len(b) < 19) {
-		return subscription{}, errors.New("streams: malformed foreign-key join subscription")
+		return fkSubscription{}, errors.New("streams: malformed foreign-key join subscription")
 	}
-	s := subscription{instruction: b[1]}
+	s := fkSubscription{instruction: b[1]}
 	hasHash := b[2] == 1
 	b = b[3:]
 	if hasHash {
@@ -187,7 +187,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 			if err != nil {
 				return err
 			}
-			send := func(fkv KO, s subscription) error {
+			send := func(fkv KO, s fkSubscription) error {
 				fb, err := fkSer(fkv)
 				if err != nil {
 					return err
@@ -199,7 +199,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 				if r.old == nil {
 					return nil // nothing was subscribed
 				}
-				return send(fk(r.old.(V)), subscription{instruction: fkDeleteAndPropagate})
+				return send(fk(r.old.(V)), fkSubscription{instruction: fkDeleteAndPropagate})
 			}
 			h, err := leftHash(r.value)
 			if err != nil {
@@ -221,14 +221,14 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 					return err
 				}
 				if !bytes.Equal(ob, nb) {
-					if err := send(oldFK, subscription{instruction: fkDeleteNoPropagate, hash: h}); err != nil {
+					if err := send(oldFK, fkSubscription{instruction: fkDeleteNoPropagate, hash: h}); err != nil {
 						return err
 					}
 					// The result had the old foreign key's value: replace it even by nothing.
 					instr = fkPropagateNullIfNone
 				}
 			}
-			return send(newFK, subscription{instruction: instr, hash: h})
+			return send(newFK, fkSubscription{instruction: instr, hash: h})
 		}}
 	}}, left.n)
 	b.add(&node{kind: sinkNode, name: subSink, topic: subTopic, keySer: raw, valSer: raw}, reg)
@@ -245,7 +245,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 				if r.key == nil || r.value == nil {
 					return nil
 				}
-				s, err := decodeSubscription(r.value.([]byte))
+				s, err := decodeFKSubscription(r.value.([]byte))
 				if err != nil {
 					return err
 				}
@@ -283,7 +283,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 				return nil, err
 			}
 			return func(c *nodeContext, r rec) error {
-				s, err := decodeSubscription(r.value.([]byte))
+				s, err := decodeFKSubscription(r.value.([]byte))
 				if err != nil {
 					return err
 				}
@@ -321,7 +321,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 					return err
 				}
 				for _, e := range subs.prefix(combinedKey(fb, nil)) {
-					s, err := decodeSubscription(e)
+					s, err := decodeFKSubscription(e)
 					if err != nil {
 						return err
 					}

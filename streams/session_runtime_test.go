@@ -100,7 +100,7 @@ func testSessionWindows(t *testing.T, g streams.Guarantee) {
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	app := startApp(t, n.Addr(), "clicks-app", g, sessionCount)
+	app := startSessionApp(t, n.Addr(), "clicks-app", g, sessionCount)
 	updates := sessionTable(t, n.Addr(), "sessions", base, map[string]string{
 		"u1@0-600": "3", "u1@5000-5000": "1", "u2@0-2000": "3",
 	})
@@ -116,7 +116,7 @@ func testSessionWindows(t *testing.T, g streams.Guarantee) {
 	if err := cl.ProduceSync(ctx, produce(0, "tick", 20000), produce(1, "tick", 20000)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	startApp(t, n.Addr(), "clicks-app", g, sessionCount)
+	startSessionApp(t, n.Addr(), "clicks-app", g, sessionCount)
 	if got := sessionTable(t, n.Addr(), "sessions-final", base, map[string]string{
 		"u1@0-600": "3", "u1@5000-5000": "1", "u2@0-2000": "3",
 	}); got != 3 {
@@ -145,7 +145,7 @@ func testSessionWindows(t *testing.T, g streams.Guarantee) {
 }
 
 // startApp runs the topology build makes as application appID until the test stops it.
-func startApp(t *testing.T, addr, appID string, g streams.Guarantee, build func(*streams.Builder)) *running {
+func startSessionApp(t *testing.T, addr, appID string, g streams.Guarantee, build func(*streams.Builder)) *running {
 	t.Helper()
 	b := streams.NewBuilder()
 	build(b)
