@@ -36,18 +36,40 @@ func (a *App) createInternalTopics(ctx context.Context) error {
 	}
 	// A repartition topic has as many partitions as the sub-topology writing it; that one's
 	// count may itself come from a repartition topic, so iterate to a fixed point.
-	subCount := make([]int, len(t.subs))
-	for range t.subs {
-		for _, s := range t.subs {
-			for topic := range s.sources {
-				subCount[s.id] = max(subCount[s.id], count[topic])
-			}
-			for _, n := range s.nodes {
-				if n.kind == sinkNode && t.b.internal[n.topic] {
-					count[n.topic] = max(count[n.topic], subCount[s.id])
+	// The repartition topics of a join's inputs are pinned to the count of its other
+	// inputs (copartitionCounts), so propagate twice: once to learn the counts, once with
+	// the pins.
+	var subCount []int
+	propagate := func(pinned map[string]int) {
+		subCount = make([]int, len(t.subs))
+		for topic, n := range pinned {
+			count[topic] = n
+		}
+		for range t.subs {
+			for _, s := range t.subs {
+				for topic := range s.sources {
+					subCount[s.id] = max(subCount[s.id], count[topic])
+				}
+				for _, n := range s.nodes {
+					if _, pin := pinned[n.topic]; !pin && n.kind == sinkNode && t.b.internal[n.topic] {
+						count[n.topic] = max(count[n.topic], subCount[s.id])
+					}
 				}
 			}
 		}
+	}
+	propagate(nil)
+	pinned, err := t.copartitionCounts(count, func(topic string) int { return count[topic] })
+	if err != nil {
+		return err
+	}
+	if len(pinned) > 0 {
+		for topic := range count {
+			if t.b.internal[topic] {
+				delete(count, topic)
+			}
+		}
+		propagate(pinned)
 	}
 	type want struct {
 		partitions int
@@ -113,9 +135,11 @@ func (a *App) assigned(ctx context.Context, cl *kgo.Client, ps map[string][]int3
 }
 
 // createTasksLocked creates the tasks of partitions ps that do not exist yet, and restores
-// their stores.
+// their stores: a task this instance held as a standby starts from the standby's copy and
+// restores only the changelog's tail. A task is open to queries once restored.
 func (a *App) createTasksLocked(ctx context.Context, cl *kgo.Client, ps map[string][]int32) ([]*task, error) {
 	var created []*task
+	warm := map[TaskID]*standbyTask{}
 	for topic, parts := range ps {
 		s := a.topo.byTopic[a.full[topic]]
 		for _, p := range parts {
@@ -130,10 +154,18 @@ func (a *App) createTasksLocked(ctx context.Context, cl *kgo.Client, ps map[stri
 			tk.badRecord = a.badRecord
 			a.mu.tasks[id] = tk
 			created = append(created, tk)
+			if st := a.standby.take(id); st != nil {
+				warm[id] = st
+			}
 		}
 	}
 	a.log.Info("streams: tasks created", "partitions", ps, "tasks", len(a.mu.tasks))
-	return created, a.restore(ctx, created)
+	a.queryRestoring(created)
+	if err := a.restore(ctx, created, warm); err != nil {
+		return created, err
+	}
+	a.queryPublish(created)
+	return created, nil
 }
 
 // revoked commits what was processed and closes the tasks of revoked partitions.
@@ -149,7 +181,11 @@ func (a *App) revoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32)
 			clean = true
 		}
 	}
+	keep := a.tasksOfLocked(ps)
 	a.dropLocked(ps, clean)
+	if clean {
+		a.retain(ctx, keep)
+	}
 }
 
 // lost closes the tasks of lost partitions without committing: another member owns them.
@@ -177,6 +213,7 @@ func (a *App) dropLocked(ps map[string][]int32, clean bool) {
 		for _, p := range parts {
 			id := TaskID{Subtopology: s.id, Partition: p}
 			if tk, ok := a.mu.tasks[id]; ok {
+				a.queryUnpublish(id)
 				a.mu.dropped += tk.dropped
 				a.mu.skipped += tk.skipped
 				if clean || a.committedLocked(tk) {

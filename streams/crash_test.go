@@ -20,8 +20,8 @@ import (
 )
 
 // The test binary doubles as an application instance a test can kill -9: with
-// STREAMS_TEST_INSTANCE=brokers/app-id/guarantee set it runs word count until killed, its
-// state in STREAMS_TEST_STATE_DIR.
+// STREAMS_TEST_INSTANCE=brokers/app-id/guarantee[/standbys/application.server] set it runs
+// word count until killed, its state in STREAMS_TEST_STATE_DIR.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("STREAMS_TEST_INSTANCE"); spec != "" {
 		os.Exit(runInstance(spec))
@@ -33,9 +33,15 @@ func runInstance(spec string) int {
 	parts := strings.Split(spec, "/")
 	b := streams.NewBuilder()
 	wordCount(b)
-	app, err := streams.New(b, streams.Config{ApplicationID: parts[1], Brokers: []string{parts[0]},
+	cfg := streams.Config{ApplicationID: parts[1], Brokers: []string{parts[0]},
 		Guarantee: streams.Guarantee(parts[2]), CommitInterval: 20 * time.Millisecond,
-		SessionTimeout: 6 * time.Second, TransactionTimeout: 3 * time.Second, StateDir: os.Getenv("STREAMS_TEST_STATE_DIR")})
+		SessionTimeout: 6 * time.Second, TransactionTimeout: 3 * time.Second,
+		StateDir: os.Getenv("STREAMS_TEST_STATE_DIR")}
+	if len(parts) > 4 { // .../standbys/application.server
+		cfg.NumStandbyReplicas, _ = strconv.Atoi(parts[3])
+		cfg.ApplicationServer = parts[4]
+	}
+	app, err := streams.New(b, cfg)
 	if err == nil {
 		err = app.Run(context.Background())
 	}
@@ -43,10 +49,11 @@ func runInstance(spec string) int {
 	return 1
 }
 
-func startInstance(t *testing.T, addr, appID string, g streams.Guarantee, stateDir string) *exec.Cmd {
+func startInstance(t *testing.T, addr, appID string, g streams.Guarantee, stateDir string, extra ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "STREAMS_TEST_INSTANCE="+addr+"/"+appID+"/"+string(g), "STREAMS_TEST_STATE_DIR="+stateDir)
+	cmd.Env = append(os.Environ(), "STREAMS_TEST_INSTANCE="+strings.Join(append([]string{addr, appID, string(g)}, extra...), "/"),
+		"STREAMS_TEST_STATE_DIR="+stateDir)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // Records are piped in one at a time; what the topology writes is kept per topic in order.
 // A record written to an internal repartition topic is processed by the sub-topology that
 // reads it before PipeRaw returns, in the order written, as Kafka's TopologyTestDriver does.
+// A record piped into a global table's topic updates its global store at once.
 // The wall clock is the driver's own: it moves only by AdvanceWallClock.
 type TestDriver struct {
 	topo    *topology
@@ -85,6 +86,10 @@ func (d *TestDriver) PipeRaw(topic string, key, value []byte, ts time.Time, head
 		r := d.queue[0]
 		d.queue = d.queue[1:]
 		logical := d.logical(r.Topic)
+		if g := d.topo.globalByTopic(r.Topic); g != nil && logical == "" {
+			g.apply(r.Key, r.Value)
+			continue
+		}
 		if logical == "" {
 			return fmt.Errorf("streams: the topology reads no topic %q", r.Topic)
 		}
@@ -141,6 +146,9 @@ func (d *TestDriver) Store(name string) (any, error) {
 			return s.typed(), nil
 		}
 	}
+	if g, ok := d.topo.globals[name]; ok {
+		return g.store.typed(), nil
+	}
 	return nil, fmt.Errorf("streams: no store %q", name)
 }
 
@@ -153,7 +161,8 @@ func (d *TestDriver) Close() error {
 	return errors.Join(errs...)
 }
 
-// DroppedRecords is the number of records dropped as late by windowed operators.
+// DroppedRecords is the number of records dropped as late by windowed operators, and by
+// stream-stream joins (a null key or value, or older than a join window store's retention).
 func (d *TestDriver) DroppedRecords() int64 {
 	var n int64
 	for _, tk := range d.tasks {

@@ -78,20 +78,21 @@ func (a *App) runExactlyOnce(ctx context.Context) error {
 	if errors.Is(err, errStopping) {
 		try, err = kgo.TryAbort, nil
 	}
-	var ferr error
-	committed := false
-	if err == nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, cerr := s.End(cctx, try)
-		if cerr != nil {
-			ferr = fmt.Errorf("streams: end transaction: %w", cerr)
-		}
-		committed = ok && cerr == nil && try == kgo.TryCommit
-		cancel()
+	if err != nil && !errors.Is(err, ErrApplicationShutdown) {
+		try = kgo.TryAbort // a failed thread's work is undone
 	}
+	a.dirtyUnless(err)
+	var ferr error
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ok, cerr := s.End(cctx, try)
+	if cerr != nil {
+		ferr = fmt.Errorf("streams: end transaction: %w", cerr)
+	}
+	cancel()
 	// Only a committed last transaction leaves the stores holding committed state alone:
 	// then the tasks close with a checkpoint, else without, and their stores are wiped and
 	// restored when they open again.
+	committed := ok && cerr == nil && try == kgo.TryCommit
 	ferr = errors.Join(ferr, a.finish(a.client, committed))
 	s.CloseAllowingRebalance()
 	return errors.Join(err, ferr)
@@ -110,6 +111,7 @@ func (a *App) rebuild(ctx context.Context, s *kgo.GroupTransactSession) error {
 	defer a.mu.Unlock()
 	var errs []error
 	for id, tk := range a.mu.tasks {
+		a.queryUnpublish(id)
 		a.mu.dropped += tk.dropped
 		a.mu.skipped += tk.skipped
 		if a.committedLocked(tk) {

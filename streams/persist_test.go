@@ -18,8 +18,8 @@ import (
 	"github.com/gregor-project/gregor/streams"
 )
 
-// restoreLog is a StateRestoreListener that keeps what it heard, per changelog partition.
-type restoreLog struct {
+// progressLog is a StateRestoreListener that keeps what it heard, per changelog partition.
+type progressLog struct {
 	mu sync.Mutex
 	m  map[int32]*restoreEvents
 }
@@ -33,23 +33,23 @@ type restoreEvents struct {
 	lastBatchEndOffset int64
 }
 
-func newRestoreLog() *restoreLog { return &restoreLog{m: map[int32]*restoreEvents{}} }
+func newProgressLog() *progressLog { return &progressLog{m: map[int32]*restoreEvents{}} }
 
-func (l *restoreLog) get(p int32) *restoreEvents {
+func (l *progressLog) get(p int32) *restoreEvents {
 	if l.m[p] == nil {
 		l.m[p] = &restoreEvents{}
 	}
 	return l.m[p]
 }
 
-func (l *restoreLog) OnRestoreStart(_ string, p int32, store string, start, end int64) {
+func (l *progressLog) OnRestoreStart(_ string, p int32, store string, start, end int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.get(p)
 	e.store, e.start, e.end, e.started = store, start, end, true
 }
 
-func (l *restoreLog) OnBatchRestored(_ string, p int32, _ string, batchEnd, n int64) {
+func (l *progressLog) OnBatchRestored(_ string, p int32, _ string, batchEnd, n int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.get(p)
@@ -58,7 +58,7 @@ func (l *restoreLog) OnBatchRestored(_ string, p int32, _ string, batchEnd, n in
 	e.lastBatchEndOffset = batchEnd
 }
 
-func (l *restoreLog) OnRestoreEnd(_ string, p int32, _ string, total int64) {
+func (l *progressLog) OnRestoreEnd(_ string, p int32, _ string, total int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.get(p)
@@ -66,7 +66,7 @@ func (l *restoreLog) OnRestoreEnd(_ string, p int32, _ string, total int64) {
 }
 
 // events returns a copy of what was heard, by partition.
-func (l *restoreLog) events() map[int32]restoreEvents {
+func (l *progressLog) events() map[int32]restoreEvents {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[int32]restoreEvents{}
@@ -81,7 +81,7 @@ func startIn(t *testing.T, addr, appID string, g streams.Guarantee, dir string, 
 	b := streams.NewBuilder()
 	wordCount(b)
 	app, err := streams.New(b, streams.Config{ApplicationID: appID, Brokers: []string{addr}, Guarantee: g,
-		CommitInterval: 50 * time.Millisecond, StateDir: dir, RestoreListener: l})
+		CommitInterval: 50 * time.Millisecond, StateDir: dir, StateRestoreListener: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestPersistentStoreRestoresTail(t *testing.T) {
 	e2 := changelogEnds(t, adm, changelog)
 
 	// The first comes back on its own state: it restores only e1..e2.
-	tail := newRestoreLog()
+	tail := newProgressLog()
 	l3 := manyLines("c", 50)
 	produceLines(t, cl, "text-lines", l3)
 	countWords(want, l3)
@@ -193,7 +193,7 @@ func TestPersistentStoreRestoresTail(t *testing.T) {
 	if err := os.RemoveAll(dirA); err != nil {
 		t.Fatal(err)
 	}
-	full := newRestoreLog()
+	full := newProgressLog()
 	l4 := manyLines("d", 50)
 	produceLines(t, cl, "text-lines", l4)
 	countWords(want, l4)
@@ -253,7 +253,7 @@ func TestExactlyOnceUncleanStopWipes(t *testing.T) {
 	checkpoints(false)
 	committed := committedRecords(t, n.Addr(), "eos-counts-changelog")
 
-	wiped := newRestoreLog()
+	wiped := newProgressLog()
 	feed("c", 100)
 	r = startIn(t, n.Addr(), "eos", streams.ExactlyOnceV2, dir, wiped)
 	latest(t, n.Addr(), "word-counts", want)
@@ -267,7 +267,7 @@ func TestExactlyOnceUncleanStopWipes(t *testing.T) {
 	r.stop(t)
 	checkpoints(true)
 
-	clean := newRestoreLog()
+	clean := newProgressLog()
 	feed("d", 10)
 	startIn(t, n.Addr(), "eos", streams.ExactlyOnceV2, dir, clean)
 	latest(t, n.Addr(), "word-counts", want)
@@ -369,11 +369,13 @@ func TestExactlyOnceRebalanceKeepsCommittedState(t *testing.T) {
 	l1 := manyLines("a", 300)
 	produceLines(t, cl, "text-lines", l1)
 	countWords(want, l1)
-	restores := newRestoreLog()
+	restores := newProgressLog()
 	a := startIn(t, n.Addr(), "eosreb", streams.ExactlyOnceV2, t.TempDir(), restores)
 	latest(t, n.Addr(), "word-counts", want)
-	if ev := restores.events(); len(ev) != 0 {
-		t.Fatalf("restores before any changelog was written: %+v", ev)
+	for p, e := range restores.events() {
+		if e.total != 0 {
+			t.Fatalf("partition %d: restored %+v before any changelog was written", p, e)
+		}
 	}
 
 	b := startIn(t, n.Addr(), "eosreb", streams.ExactlyOnceV2, t.TempDir(), nil)

@@ -24,6 +24,9 @@ type rec struct {
 	key, value any
 	ts         int64
 	headers    []Header
+	// old is the key's previous value in the table forwarding this update, when the table
+	// sends old values (a foreign-key join's left table, fkjoin.go); nil otherwise.
+	old any
 }
 
 // as returns v as a T; a nil v (Kafka's null) is T's zero value.

@@ -8,22 +8,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// StateRestoreListener hears about stores restored from their changelogs, as Kafka
-// Streams' StateRestoreListener (Config.RestoreListener). Offsets are changelog offsets;
-// the end is exclusive. The calls come from the stream thread while the task waits, so
-// they should return quickly.
-type StateRestoreListener interface {
-	// OnRestoreStart: store's changelog partition is restored from startOffset up to
-	// endOffset. A store that is up to date (its checkpoint reaches the end) is not
-	// restored and not reported.
-	OnRestoreStart(topic string, partition int32, store string, startOffset, endOffset int64)
-	// OnBatchRestored: one fetched batch was applied, numRestored records up to
-	// batchEndOffset (inclusive; transaction markers count as read, not as restored).
-	OnBatchRestored(topic string, partition int32, store string, batchEndOffset, numRestored int64)
-	// OnRestoreEnd: the store reached the end, after totalRestored records.
-	OnRestoreEnd(topic string, partition int32, store string, totalRestored int64)
-}
-
 // batchRestorer is a store that applies a fetched batch of changelog records at once (one
 // pebble batch) and reports a failed write.
 type batchRestorer interface {
@@ -37,7 +21,11 @@ type batchRestorer interface {
 // only the records after it; one without a checkpoint, or whose checkpoint is outside the
 // changelog (the log was deleted or truncated), is wiped and restored from the start. An
 // in-memory store restores from the start.
-func (a *App) restore(ctx context.Context, tasks []*task) error {
+//
+// A task in warm, promoted from a standby (or kept warm at a revocation), first takes the
+// standby's copy of a store and restores from where the standby had read, when that is past
+// where the store would start (a persistent store is wiped first).
+func (a *App) restore(ctx context.Context, tasks []*task, warm map[TaskID]*standbyTask) error {
 	type target struct {
 		tk       *task
 		name     string
@@ -91,19 +79,25 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 				return fmt.Errorf("streams: start offset of %s[%d]: %v", topic, p, s.Err)
 			}
 			tg.end, tg.from = e.Offset, s.Offset
+			logStart := s.Offset
 			if err := a.restoreFrom(tg.tk, tg.name, tg.store, topicPartition{topic, p}, &tg.from, tg.end); err != nil {
 				return err
 			}
+			if st := warm[tg.tk.id]; st != nil && st.next[tg.name] > tg.from {
+				if err := a.promote(st, tg.name, tg.store, logStart, &tg.from); err != nil {
+					return err
+				}
+			}
 			tg.next = tg.from
+			a.restoreStart(topic, p, tg.name, tg.from, tg.end)
 			if tg.from < tg.end {
 				if parts[topic] == nil {
 					parts[topic] = map[int32]kgo.Offset{}
 				}
 				parts[topic][p] = kgo.NewOffset().At(tg.from)
 				pending++
-				if l := a.cfg.RestoreListener; l != nil {
-					l.OnRestoreStart(topic, p, tg.name, tg.from, tg.end)
-				}
+			} else {
+				a.restoreEnd(topic, p, tg.name, 0)
 			}
 		}
 	}
@@ -138,16 +132,12 @@ func (a *App) restore(ctx context.Context, tasks []*task) error {
 		}
 		tg.batch = tg.batch[:0]
 		tg.total += n
-		if l := a.cfg.RestoreListener; l != nil {
-			l.OnBatchRestored(topic, p, tg.name, tg.batchEnd, n)
-		}
+		a.restoreBatch(topic, p, tg.name, tg.batchEnd, n)
 		if tg.next >= tg.end {
 			pending--
 			a.log.Info("streams: restored store", "store", tg.name, "changelog", topic, "partition", p,
 				"from", tg.from, "to", tg.end, "records", tg.total)
-			if l := a.cfg.RestoreListener; l != nil {
-				l.OnRestoreEnd(topic, p, tg.name, tg.total)
-			}
+			a.restoreEnd(topic, p, tg.name, tg.total)
 		}
 		return nil
 	}
@@ -215,6 +205,25 @@ func (a *App) restoreFrom(tk *task, name string, store stateStore, tp topicParti
 	}
 	if end > 0 {
 		st.cover(tp, end-1)
+	}
+	return nil
+}
+
+// promote gives store the standby's copy when it can (see promote in standby.go), moving
+// *from to the standby's position; a persistent store is wiped first, its own content being
+// older (and restores from logStart should the copy not be taken).
+func (a *App) promote(st *standbyTask, name string, store stateStore, logStart int64, from *int64) error {
+	if _, ok := st.stores[name].(rawStore); !ok {
+		return nil
+	}
+	if p, ok := store.(persistent); ok && p.disk() != nil {
+		if err := p.disk().wipe(); err != nil {
+			return err
+		}
+		*from = logStart
+	}
+	if promote(st, name, store) {
+		*from = st.next[name]
 	}
 	return nil
 }

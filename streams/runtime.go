@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -71,9 +72,23 @@ type Config struct {
 	// DefaultDSLStore is default.dsl.store: the type of the stores whose operator does not
 	// choose one (WithStoreType). Persistent when empty.
 	DefaultDSLStore StoreType
-	// RestoreListener, when set, hears the progress of every store restore (Kafka Streams'
-	// global state restore listener).
-	RestoreListener StateRestoreListener
+	// ProductionExceptionHandler decides about a record the producer failed to send
+	// (default.production.exception.handler); nil fails.
+	ProductionExceptionHandler ProductionExceptionHandler
+	// UncaughtExceptionHandler decides what follows an error that ended the stream thread:
+	// replace the thread, shut this instance down (nil: the default) or the application.
+	UncaughtExceptionHandler UncaughtExceptionHandler
+	// ApplicationServer is application.server, host:port: where this instance serves
+	// interactive queries. Every instance learns the others' through the group assignment
+	// (AllMetadata, MetadataForKey). Empty: this instance is not listed.
+	ApplicationServer string
+	// NumStandbyReplicas is num.standby.replicas (0 by default): how many other instances
+	// keep a warm copy of each stateful task's stores by reading its changelog, so the task
+	// moves there with only the changelog's tail to restore.
+	NumStandbyReplicas int
+	// StateRestoreListener, when set, hears of every changelog restore (Kafka Streams'
+	// global state restore listener). It is called on the stream thread.
+	StateRestoreListener StateRestoreListener
 	// Logger logs rebalances and restores; nil discards.
 	Logger *slog.Logger
 	// ClientOpts are added to every client the application makes (TLS, SASL, ...).
@@ -115,8 +130,18 @@ type App struct {
 	admin   *kadm.Client
 	produce struct {
 		sync.Mutex
-		err error // the first failed produce since the last commit
+		err     error // the first failed produce since the last commit
+		skipped int64 // failed produces the ProductionExceptionHandler dropped
 	}
+
+	query   queryState  // tasks open to interactive queries
+	group   groupState  // what the last assignment said
+	standby *standbys   // warm copies of standby tasks
+	running atomic.Bool // Run is between its start and its return
+	// shutdownRequested is set when this instance asks the application to shut down;
+	// shutdownApplication when an assignment carried such a request.
+	shutdownRequested, shutdownApplication atomic.Bool
+	replaced                               atomic.Int64 // stream threads replaced
 
 	runMu  sync.Mutex
 	cancel context.CancelFunc
@@ -173,6 +198,14 @@ func New(b *Builder, cfg Config) (*App, error) {
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
 	}
+	if cfg.ApplicationServer != "" {
+		if _, err := parseHostInfo(cfg.ApplicationServer); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NumStandbyReplicas < 0 {
+		return nil, fmt.Errorf("streams: Config.NumStandbyReplicas %d is negative", cfg.NumStandbyReplicas)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -187,6 +220,9 @@ func New(b *Builder, cfg Config) (*App, error) {
 	}
 	a.mu.tasks = map[TaskID]*task{}
 	a.mu.assigned = map[string]map[int32]bool{}
+	a.query.tasks = map[TaskID]*task{}
+	a.query.restoring = map[TaskID]bool{}
+	a.standby = newStandbys(a)
 	return a, nil
 }
 
@@ -217,21 +253,24 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.createInternalTopics(ctx); err != nil {
 		return err
 	}
-	if a.cfg.Guarantee == ExactlyOnceV2 {
-		return a.runExactlyOnce(ctx)
-	}
-	cl, err := kgo.NewClient(a.clientOpts()...)
+	stopGlobal, err := a.startGlobal(ctx)
 	if err != nil {
-		return fmt.Errorf("streams: client: %w", err)
+		return err
 	}
-	a.client = cl
-	err = a.loop(ctx, cl.PollRecords, cl.AllowRebalance, nil, a.commitAndCheckpoint)
-	if errors.Is(err, errStopping) {
-		err = nil // every polled record was processed: finish commits them
-	}
-	ferr := a.finish(cl, false)
-	cl.CloseAllowingRebalance()
-	return errors.Join(err, ferr)
+	defer stopGlobal()
+	a.running.Store(true)
+	defer a.running.Store(false)
+	sctx, stopStandby := context.WithCancel(ctx)
+	standbyDone := make(chan struct{})
+	go func() {
+		defer close(standbyDone)
+		a.standby.run(sctx)
+	}()
+	defer func() {
+		stopStandby()
+		<-standbyDone
+	}()
+	return a.threads(ctx)
 }
 
 // Close stops Run and waits for it to return.
@@ -254,9 +293,8 @@ func (a *App) clientOpts() []kgo.Opt {
 		kgo.ConsumerGroup(a.cfg.ApplicationID),
 		kgo.ConsumeTopics(a.topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Range assignment gives one member the same partition numbers of every topic
-		// (all members subscribe to the same topics), so a task's partitions stay together.
-		kgo.Balancers(kgo.RangeBalancer()),
+		// The streams assignor gives a task's partitions to one member (assignor.go).
+		kgo.Balancers(taskAssignor{a}),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(a.assigned),
@@ -277,6 +315,9 @@ func (a *App) loop(ctx context.Context, poll func(context.Context, int) kgo.Fetc
 	before func(context.Context) (skip bool, err error), commit func(context.Context) error) error {
 	lastCommit := time.Now()
 	for ctx.Err() == nil {
+		if a.shutdownApplication.Load() {
+			return ErrApplicationShutdown
+		}
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		fs := poll(pctx, 1000)
 		cancel()
@@ -335,6 +376,8 @@ func (a *App) processFetches(fs kgo.Fetches) error {
 	if a.mu.err != nil {
 		return a.mu.err
 	}
+	a.query.Lock() // stores change: queries wait
+	defer a.query.Unlock()
 	var err error
 	fs.EachRecord(func(r *kgo.Record) {
 		if err != nil {
@@ -399,6 +442,7 @@ func (a *App) finish(cl *kgo.Client, committed bool) error {
 		committed = err == nil
 	}
 	for id, tk := range a.mu.tasks {
+		a.queryUnpublish(id)
 		a.mu.dropped += tk.dropped
 		a.mu.skipped += tk.skipped
 		if committed {
@@ -425,7 +469,7 @@ func (a *App) emit(cl *kgo.Client) emitFunc {
 			if err == nil && r.Topic != "" {
 				a.ack(r)
 			}
-			if err != nil {
+			if err != nil && !a.production(r, err) {
 				a.produce.Lock()
 				if a.produce.err == nil {
 					a.produce.err = err
@@ -457,7 +501,8 @@ func (a *App) partitionCount(topic string) (int, error) {
 }
 
 // DroppedRecords is the number of records this instance's windowed operators dropped as
-// late (past every window's grace period) since Run started.
+// late (past every window's grace period), and its stream-stream joins dropped (a null key
+// or value, or older than a join window store's retention), since Run started.
 func (a *App) DroppedRecords() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()

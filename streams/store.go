@@ -193,3 +193,9 @@ func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
 		}
 	}
 }
+
+// newMemKV declares a key-value store kept in memory whatever the App's default (a global
+// table's store, read by every instance from its topic).
+func newMemKV[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) storeDef {
+	return newKVStore(name, ks, vs, InMemory)
+}

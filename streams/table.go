@@ -15,9 +15,16 @@ type KTable[K, V any] struct {
 	ks    serde.Serde[K]
 	vs    serde.Serde[V]
 	store string
+	// closing is set on the table of a windowed aggregation: when its windows close, for
+	// Suppress's UntilWindowCloses.
+	closing *windowClosing
+	// view reads the table of a derived table without a store of its own (Filter,
+	// MapValuesTable, a table-table join); nil reads store (tableview.go).
+	view *tableView
 }
 
-// StoreName is the name of the store that holds the table.
+// StoreName is the name of the store that holds the table, "" for a table derived without
+// one (Materialized gives it one).
 func (t KTable[K, V]) StoreName() string { return t.store }
 
 // Table is the table of topic's records: a null value deletes its key. Named names the store
@@ -55,6 +62,16 @@ func (p *tableSource[K, V]) process(r rec) error {
 		return nil
 	}
 	k := r.key.(K)
+	r.old = nil
+	if p.c.task.topo.b.sendsOld(p.c.n) {
+		old, found, err := p.kv.Get(k)
+		if err != nil {
+			return err
+		}
+		if found {
+			r.old = old
+		}
+	}
 	if r.value == nil {
 		if err := p.kv.Delete(k); err != nil {
 			return err
@@ -180,15 +197,19 @@ func (a *aggregator[K, V, VA]) process(r rec) error {
 		return nil
 	}
 	k := r.key.(K)
-	acc, found, err := a.kv.Get(k)
+	prev, found, err := a.kv.Get(k)
 	if err != nil {
 		return err
 	}
-	acc = a.f(k, r.value.(V), acc, found)
+	acc := a.f(k, r.value.(V), prev, found)
 	if err := a.kv.Put(k, acc); err != nil {
 		return err
 	}
-	return a.c.forward(rec{key: k, value: acc, ts: r.ts, headers: r.headers})
+	out := rec{key: k, value: acc, ts: r.ts, headers: r.headers}
+	if found {
+		out.old = prev
+	}
+	return a.c.forward(out)
 }
 
 func (a *aggregator[K, V, VA]) close() error { return nil }

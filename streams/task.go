@@ -40,6 +40,9 @@ type task struct {
 	// state is the task's directory and persistent stores, nil when all are in memory
 	// (statetask.go).
 	state *taskState
+	// shared is state the nodes of one operator share within the task (a stream-stream
+	// join's time tracker), by a name of the operator's; see sharedState.
+	shared map[string]any
 }
 
 // nodeContext is one node inside one task.

@@ -19,6 +19,13 @@ type Builder struct {
 	internal map[string]bool // logical names of internal topics (repartition, changelog)
 	counter  int
 	errs     []error
+	// copartitioned are groups of nodes whose source topics must have the same number of
+	// partitions (the two sides of a join), checked when the application starts.
+	copartitioned [][]*node
+	// globals are the global tables, each read whole by every instance (global.go).
+	globals []*globalDef
+	// sendOld are the table nodes asked to forward each update's old value (rec.old).
+	sendOld map[*node]bool
 }
 
 // NewBuilder returns an empty topology builder.
@@ -69,6 +76,10 @@ type options struct {
 	name string
 	// storeType is the type of an operator's store (WithStoreType); "" is the App's default.
 	storeType StoreType
+	// store and storeSerde are from Materialized: the store a derived table is kept in, and
+	// the serde of its values (nil to use the table's own).
+	store      string
+	storeSerde any
 }
 
 // Named names an operator's processor node, and the store and internal topics of a stateful
@@ -142,6 +153,8 @@ type topology struct {
 	byTopic map[string]*subtopology // logical source topic -> its sub-topology
 	// state is the App's state directory; nil (the test driver) keeps every store in memory.
 	state *stateDirectory
+	// globals are this instance's global stores, by store name (global.go).
+	globals map[string]*globalStore
 }
 
 // build checks the graph and cuts it into sub-topologies.
@@ -220,6 +233,7 @@ func (b *Builder) build() (*topology, error) {
 			return nil, fmt.Errorf("streams: sub-topology %d has no source topic", s.id)
 		}
 	}
+	t.globals = b.makeGlobals()
 	return t, nil
 }
 
@@ -269,6 +283,7 @@ func (b *Builder) Describe() string {
 		}
 		sb.WriteString("\n")
 	}
+	b.describeGlobals(&sb, len(t.subs))
 	return sb.String()
 }
 

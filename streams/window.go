@@ -39,7 +39,8 @@ func (w TimeWindows) windowsFor(ts int64) []int64 {
 	return out
 }
 
-// Window is a time window, Start inclusive, End exclusive.
+// Window is a window of time: for time windows Start is inclusive and End exclusive; for
+// sliding windows and sessions both are inclusive, as in Kafka Streams.
 type Window struct {
 	Start, End time.Time
 }
@@ -85,6 +86,8 @@ func WindowedSerde[K any](inner serde.Serde[K], size time.Duration) serde.Serde[
 type TimeWindowedKStream[K, V any] struct {
 	g KGroupedStream[K, V]
 	w TimeWindows
+	// sliding, when set, makes the windows sliding ones (SlidingWindowedBy), w unused.
+	sliding *SlidingWindows
 }
 
 // WindowedBy cuts g into windows w.
@@ -105,7 +108,7 @@ func ReduceWindowed[K, V any](ws TimeWindowedKStream[K, V], f func(acc, v V) V, 
 	if ws.g.s.vs == nil {
 		ws.g.s.b.errs = append(ws.g.s.b.errs, fmt.Errorf("streams: ReduceWindowed needs the stream's value serde (WithSerdes)"))
 	}
-	return windowedAggregate(ws, ws.g.s.vs, opts(o), func(_ K, v V, acc V, found bool) V {
+	return windowedAggregate(ws, ws.g.s.vs, opts(o), "KSTREAM-REDUCE-", func(_ K, v V, acc V, found bool) V {
 		if !found {
 			return v
 		}
@@ -116,7 +119,7 @@ func ReduceWindowed[K, V any](ws TimeWindowedKStream[K, V], f func(acc, v V) V, 
 // AggregateWindowed folds the values per key and window, each window of a key starting from
 // init().
 func AggregateWindowed[K, V, VA any](ws TimeWindowedKStream[K, V], init func() VA, f func(k K, v V, acc VA) VA, vas serde.Serde[VA], o ...Option) KTable[Windowed[K], VA] {
-	return windowedAggregate(ws, vas, opts(o), func(k K, v V, acc VA, found bool) VA {
+	return windowedAggregate(ws, vas, opts(o), "KSTREAM-AGGREGATE-", func(k K, v V, acc VA, found bool) VA {
 		if !found {
 			acc = init()
 		}
@@ -124,14 +127,19 @@ func AggregateWindowed[K, V, VA any](ws TimeWindowedKStream[K, V], init func() V
 	})
 }
 
-func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serde[VA], op options, f func(k K, v V, acc VA, found bool) VA) KTable[Windowed[K], VA] {
+// windowedAggregate adds a windowed aggregation, its node and store named with prefix
+// (KSTREAM-AGGREGATE- or KSTREAM-REDUCE-, as Kafka Streams names them).
+func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serde[VA], op options, prefix string, f func(k K, v V, acc VA, found bool) VA) KTable[Windowed[K], VA] {
+	if ws.sliding != nil {
+		return slidingAggregate(ws, vas, op, prefix, f)
+	}
 	g := ws.g
 	b := g.s.b
 	store := op.name
 	if store == "" {
-		store = b.newName("KSTREAM-AGGREGATE-STATE-STORE-")
+		store = b.newName(prefix + "STATE-STORE-")
 	}
-	name := b.nameOr(op, "KSTREAM-AGGREGATE-")
+	name := b.nameOr(op, prefix)
 	s := g.s
 	if g.repartition {
 		base := g.name
@@ -155,7 +163,7 @@ func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Ser
 	w := ws.w
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance { return &windowAggregator[K, V, VA]{store: store, w: w, f: f, expired: -1} }}, s.n)
-	return KTable[Windowed[K], VA]{b: b, n: n, ks: wks, vs: vas, store: store}
+	return KTable[Windowed[K], VA]{b: b, n: n, ks: wks, vs: vas, store: store, closing: &windowClosing{after: w.Grace.Milliseconds()}}
 }
 
 // windowAggregator updates every window a record falls in that is still open: its end
@@ -192,11 +200,13 @@ func (a *windowAggregator[K, V, VA]) process(r rec) error {
 	k := r.key.(K)
 	size, grace := a.w.Size.Milliseconds(), a.w.Grace.Milliseconds()
 	closeTime := tk.streamTime - grace
-	updated := false
 	for _, start := range a.w.windowsFor(r.ts) {
 		end := start + size
 		if end <= closeTime {
-			continue // this window has closed
+			// As Kafka's KStreamWindowAggregate: a drop is counted for every closed window
+			// the record falls in, so a hopping window's late record counts once per window.
+			tk.dropped++
+			continue
 		}
 		wk := Windowed[K]{Key: k, Window: Window{Start: fromMillis(start), End: fromMillis(end)}}
 		acc, found, err := a.kv.Get(wk)
@@ -210,10 +220,6 @@ func (a *windowAggregator[K, V, VA]) process(r rec) error {
 		if err := a.c.forward(rec{key: wk, value: acc, ts: r.ts, headers: r.headers}); err != nil {
 			return err
 		}
-		updated = true
-	}
-	if !updated {
-		tk.dropped++
 	}
 	return a.expire()
 }

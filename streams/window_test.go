@@ -24,19 +24,18 @@ func bruteWindows(size, advance, grace int64, keys []string, times []int64) (out
 	streamTime := int64(-1)
 	for i, ts := range times {
 		streamTime = max(streamTime, ts)
-		took := false
 		for start := (ts - 3*size) / advance * advance; start <= ts; start += advance {
 			end := start + size
-			if ts < start || ts >= end || end <= streamTime-grace {
+			if ts < start || ts >= end {
+				continue
+			}
+			if end <= streamTime-grace {
+				dropped++ // as Kafka: once for each closed window the record falls in
 				continue
 			}
 			id := fmt.Sprint(keys[i], start)
 			counts[id]++
 			out = append(out, windowed{keys[i], start, end, counts[id]})
-			took = true
-		}
-		if !took {
-			dropped++
 		}
 	}
 	return out, dropped

@@ -151,8 +151,6 @@ func checkDynamic(key, value string, withValue bool) (string, error) {
 	}
 	if !d.dynamic {
 		switch {
-		case contains(dynamicPasswordKeys, key):
-			return "", invalid(key, value, dynamicPasswordReason)
 		case contains(dynamicListenerKeys, key):
 			return "", invalid(key, value, "security configs can be updated dynamically only per listener, as listener.name.<listener>."+key)
 		}

@@ -50,19 +50,15 @@ var jaasMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthb
 
 // dynamicListenerKeys are the per-listener keys of Kafka's SslFactory reconfigurable
 // configs (SslConfigs.RECONFIGURABLE_CONFIGS) that are served at runtime: where the key and
-// trust stores are and what format they have.
+// trust stores are, what format they have, and their passwords. As in Kafka's KRaft mode,
+// a dynamic password is kept in the metadata log as it was given (KRaft does not encrypt
+// ConfigRecord values; password.encoder.secret is for ZooKeeper's) and is described as
+// sensitive, without its value, everywhere.
 var dynamicListenerKeys = []string{
 	"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-	"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+	"ssl.keystore.password", "ssl.key.password",
+	"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates", "ssl.truststore.password",
 }
-
-// dynamicPasswordKeys are the reconfigurable store passwords Kafka also takes at runtime;
-// it keeps them in its metadata encrypted with password.encoder.secret. Gregor has no such
-// encoder and refuses them rather than keep a password in clear in the metadata log.
-var dynamicPasswordKeys = []string{"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
-
-// dynamicPasswordReason is why a store password is refused at runtime.
-const dynamicPasswordReason = "a store password cannot be updated dynamically here: Kafka keeps dynamic passwords encrypted with password.encoder.secret, which Gregor does not implement (a store rotated with the same password needs no change of it; a new password is set statically)"
 
 // DynamicListenerKey reports whether k is a per-listener store key that may be set per
 // broker at runtime (listener.name.<listener>.ssl.keystore.location, ...), and its
@@ -87,8 +83,6 @@ func PerBrokerOnly(key string) bool {
 func checkDynamicListenerKey(k, value string, withValue bool) (string, error) {
 	_, key, _ := splitListenerKey(k)
 	switch {
-	case contains(dynamicPasswordKeys, key):
-		return "", invalid(k, value, dynamicPasswordReason)
 	case !contains(dynamicListenerKeys, key):
 		if _, known, err := normalizeListenerKey(k, value); known && err != nil && withValue {
 			return "", err

@@ -119,13 +119,10 @@ func TestDynamicListenerStores(t *testing.T) {
 		t.Fatalf("after DeleteDynamic: %q", v["ssl.keystore.location"])
 	}
 	for _, tc := range []struct{ key, value, reason string }{
-		{"listener.name.ssl.ssl.keystore.password", "secret", "password.encoder.secret"},
-		{"listener.name.ssl.ssl.truststore.password", "secret", "password.encoder.secret"},
-		{"listener.name.ssl.ssl.key.password", "secret", "password.encoder.secret"},
 		{"listener.name.ssl.ssl.client.auth", "required", "cannot be updated dynamically"},
 		{"listener.name.ssl.ssl.client.auth", "sometimes", "sometimes"},
 		{"ssl.keystore.location", "/new.p12", "only per listener"},
-		{"ssl.keystore.password", "secret", "password.encoder.secret"},
+		{"ssl.keystore.password", "secret", "only per listener"},
 	} {
 		err := b.SetDynamic(tc.key, tc.value)
 		var ce *Error

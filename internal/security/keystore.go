@@ -58,6 +58,10 @@ func loadKeyPair(s storeSpec) (tls.Certificate, error) {
 		// As Kafka's DefaultSslEngineFactory: one source, never one silently ignored.
 		return tls.Certificate{}, storeErr(s.locationKey, "Both SSL key store location and separate private key are specified (%s, %s).", s.locationKey, s.inlineKeyKey)
 	}
+	if s.typ == "PEM" && s.password != "" {
+		// As Kafka: a PEM file has no store password; an encrypted key's is ssl.key.password.
+		return tls.Certificate{}, storeErr(s.passwordKey, "SSL key store password cannot be specified with PEM format, only key password may be specified.")
+	}
 	if s.location == "" {
 		if s.typ != "PEM" {
 			return tls.Certificate{}, storeErr(s.locationKey, "no key store location")
@@ -189,6 +193,9 @@ func certificate(key crypto.PrivateKey, chain []*x509.Certificate, cfgKey string
 func loadTrust(s storeSpec) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	var data []byte
+	if s.typ == "PEM" && s.password != "" {
+		return nil, storeErr(s.passwordKey, "SSL trust store password cannot be specified for PEM format.")
+	}
 	if s.location != "" && s.inlineChain != "" {
 		return nil, storeErr(s.locationKey, "Both SSL trust store location and separate trust certificates are specified (%s, %s).", s.locationKey, s.inlineChainKey)
 	}

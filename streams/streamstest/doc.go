@@ -11,6 +11,7 @@
 //	got := out.ReadKeyValues() // [{a 1} {b 1} {a 2}]
 //
 // Every topic has one partition; records written to the topology's internal repartition
-// topics are processed before Pipe returns. Failures (a serde error, a processor's error)
+// topics are processed before Pipe returns, and a record piped into a global table's topic
+// updates its store at once. Failures (a serde error, a processor's error)
 // fail the test.
 package streamstest

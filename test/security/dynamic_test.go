@@ -174,9 +174,8 @@ func TestSSLKeyStoreDynamicUpdate(t *testing.T) {
 }
 
 // What cannot change at runtime is refused with INVALID_CONFIG, saying why: a listener key
-// that is not a store's, a store password (Kafka keeps those encrypted with
-// password.encoder.secret), a store key without its listener prefix, and a store key on the
-// cluster-wide default resource. The legacy AlterConfigs checks the new store as
+// that is not a store's, a store key without its listener prefix (a password too), and a
+// store key on the cluster-wide default resource. The legacy AlterConfigs checks the new store as
 // IncrementalAlterConfigs does.
 func TestSSLDynamicRefusals(t *testing.T) {
 	ca := testutil.NewCA(t)
@@ -186,10 +185,10 @@ func TestSSLDynamicRefusals(t *testing.T) {
 	for _, tc := range []struct{ key, value, says string }{
 		{"listener.name.ssl.ssl.client.auth", "required", "cannot be updated dynamically"},
 		{"listener.name.ssl.ssl.enabled.protocols", "TLSv1.3", "cannot be updated dynamically"},
-		{"listener.name.ssl.ssl.keystore.password", "secret", "password.encoder.secret"},
-		{"listener.name.ssl.ssl.key.password", "secret", "password.encoder.secret"},
-		{"listener.name.ssl.ssl.truststore.password", "secret", "password.encoder.secret"},
 		{"ssl.keystore.location", "/x.p12", "only per listener"},
+		{"ssl.keystore.password", "secret", "only per listener"},
+		// As Kafka: a PEM store has no store password.
+		{"listener.name.ssl.ssl.keystore.password", "secret", "cannot be specified with PEM format"},
 		{"listener.name.controller.ssl.keystore.location", ca.KeyPEM("c", ca.Issue("broker")), "not a broker listener"},
 	} {
 		wantInvalidConfig(t, alterBroker1(t, adm, tc.key, str(tc.value), false), tc.key, tc.says)
@@ -211,6 +210,62 @@ func TestSSLDynamicRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantInvalidConfig(t, errors.Join(res[0].Err, errors.New(res[0].ErrMessage)), "ssl.allow.dn.changes at runtime", "cannot be updated dynamically")
+}
+
+// A key store rotated to one with a password of its own (kafka-configs --alter
+// --add-config listener.name.ssl.ssl.keystore.location=...,listener.name.ssl.ssl.keystore.password=...
+// in one request, as Kafka's KRaft brokers take it): the new store serves, the password is
+// described as sensitive with no value, and both survive a restart, read back from the
+// metadata log.
+func TestSSLDynamicStorePassword(t *testing.T) {
+	oldCA, newCA := testutil.NewCA(t), testutil.NewCA(t)
+	b := startSecure(t, []string{"SSL"}, "listener.name.ssl.ssl.keystore.type=PKCS12",
+		dynKeystore+"="+oldCA.KeyPKCS12("old", oldCA.Issue("broker"), "old-pass"), "listener.name.ssl.ssl.keystore.password=old-pass")
+	adm := kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	addr := addrOf(t, b, "SSL")
+	if err := handshakeWith(addr, oldCA); err != nil {
+		t.Fatal(err)
+	}
+	newPath, pass := newCA.KeyPKCS12("new", newCA.Issue("broker"), "new-pass"), "new-pass"
+	// The location alone does not open: the store's password is still the old one.
+	wantInvalidConfig(t, alterBroker1(t, adm, dynKeystore, &newPath, false), "a new store without its password", "keystore")
+	res, err := adm.AlterBrokerConfigs(ctxT(t), []kadm.AlterConfig{
+		{Name: dynKeystore, Value: &newPath}, {Name: "listener.name.ssl.ssl.keystore.password", Value: &pass}}, 1)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("rotate with password: %v %v %s", err, res[0].Err, res[0].ErrMessage)
+	}
+	waitFor(t, 10*time.Second, "the new key store to be served", func() bool { return handshakeWith(addr, newCA) == nil })
+	checkPasswordHidden := func() {
+		t.Helper()
+		rcs, err := adm.DescribeBrokerConfigs(ctxT(t), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if c.Value != nil && strings.Contains(*c.Value, "new-pass") {
+					t.Fatalf("%s shows the password", c.Key)
+				}
+				if c.Key == "listener.name.ssl.ssl.keystore.password" {
+					found = true
+					if !c.Sensitive || c.Value != nil || c.Source != kmsg.ConfigSourceDynamicBrokerConfig {
+						t.Fatalf("%s: sensitive %v, value %v, source %v", c.Key, c.Sensitive, c.MaybeValue(), c.Source)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Fatal("the dynamic password is not described")
+		}
+	}
+	checkPasswordHidden()
+	b = b.Restart()
+	adm = kadm.NewClient(client(t, addrOf(t, b, "PLAINTEXT")))
+	if err := handshakeWith(addrOf(t, b, "SSL"), newCA); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	checkPasswordHidden()
 }
 
 // With ssl.allow.dn.changes and ssl.allow.san.changes a store with another subject is
