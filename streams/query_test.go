@@ -245,7 +245,7 @@ func TestQueryWhileRestoring(t *testing.T) {
 	wordCount(b)
 	l := &blockingListener{started: make(chan struct{}), release: make(chan struct{})}
 	app, err := streams.New(b, streams.Config{ApplicationID: "restoring", Brokers: []string{n.Addr()},
-		ApplicationServer: "localhost:8080", StateRestoreListener: l})
+		ApplicationServer: "localhost:8080", StateRestoreListener: l, StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
