@@ -9,8 +9,9 @@
 //	           --count per word in a store backed by a compacted topic--> word-counts
 //
 // where each output record is the word and its running count as a decimal string.
-// Gregor Streams runs it at-least-once and exactly_once_v2; goka (at-least-once only, it
-// has no transactions) with its default LevelDB storage and with its in-memory storage.
+// Gregor Streams runs it at-least-once and exactly_once_v2 with its default pebble stores,
+// and at-least-once with in-memory stores; goka (at-least-once only, it has no
+// transactions) with its default LevelDB storage and with its in-memory storage.
 //
 // TestSameCounts runs each on a small input and checks every final count: the benchmark
 // below compares programs that are known to compute the same thing.

@@ -45,15 +45,17 @@ func newJob(name string) job {
 }
 
 var counters = []counter{
-	{"streams-alos", streamsCounter(streams.AtLeastOnce)},
-	{"streams-eos", streamsCounter(streams.ExactlyOnceV2)},
+	{"streams-alos", streamsCounter(streams.AtLeastOnce, streams.Persistent)},
+	{"streams-eos", streamsCounter(streams.ExactlyOnceV2, streams.Persistent)},
+	{"streams-alos-memory", streamsCounter(streams.AtLeastOnce, streams.InMemory)},
 	{"goka", gokaCounter(false)},
 	{"goka-memory", gokaCounter(true)},
 }
 
-// streamsCounter is the word count on Gregor Streams with guarantee g and otherwise the
-// library's defaults (commit.interval.ms 30 s at-least-once, 100 ms exactly-once).
-func streamsCounter(g streams.Guarantee) func(testing.TB, string, job) func() {
+// streamsCounter is the word count on Gregor Streams with guarantee g, its counts in stores
+// of type st (pebble, the default, or in memory), and otherwise the library's defaults
+// (commit.interval.ms 30 s at-least-once, 100 ms exactly-once).
+func streamsCounter(g streams.Guarantee, st streams.StoreType) func(testing.TB, string, job) func() {
 	return func(tb testing.TB, addr string, j job) func() {
 		b := streams.NewBuilder()
 		lines := streams.Stream(b, j.lines, serde.String, serde.String)
@@ -61,7 +63,7 @@ func streamsCounter(g streams.Guarantee) func(testing.TB, string, job) func() {
 		counts := streams.Count(streams.GroupBy(words, func(_, w string) string { return w }, serde.String), streams.Named("counts"))
 		streams.To(streams.ToStream(counts), j.out, serde.String, serde.Int64Text)
 		app, err := streams.New(b, streams.Config{ApplicationID: j.id, Brokers: []string{addr}, Guarantee: g,
-			StateDir: tb.TempDir()})
+			StateDir: tb.TempDir(), DefaultDSLStore: st})
 		if err != nil {
 			tb.Fatal(err)
 		}
