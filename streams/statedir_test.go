@@ -231,3 +231,17 @@ func TestCleanUp(t *testing.T) {
 		t.Fatalf("application directory not removed: %v", err)
 	}
 }
+
+// A store type other than Persistent and InMemory is refused, in the configuration and on
+// an operator.
+func TestUnknownStoreType(t *testing.T) {
+	if _, err := New(windowedCounts(""), Config{ApplicationID: "a", Brokers: []string{"x:1"}, DefaultDSLStore: "rocksDB"}); err == nil {
+		t.Fatal("New accepted default.dsl.store rocksDB")
+	}
+	if _, err := New(windowedCounts("leveldb"), Config{ApplicationID: "a", Brokers: []string{"x:1"}}); err == nil {
+		t.Fatal("New accepted an operator's store type leveldb")
+	}
+	if _, err := New(windowedCounts(InMemory), Config{ApplicationID: "a", Brokers: []string{"x:1"}, StateDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+}
