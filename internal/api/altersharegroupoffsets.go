@@ -40,7 +40,7 @@ func handleAlterShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg
 		return msg(resp)
 	}
 	readable := h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
-	im, cfg, now := h.Meta.Image(), h.shareConfig(), h.nowMs()
+	im, cfg, now := h.Meta.Image(), h.shareConfig(req.GroupID), h.nowMs()
 	for _, rt := range req.Topics {
 		t := kmsg.AlterShareGroupOffsetsResponseTopic{Topic: rt.Topic}
 		mt := im.Topic(rt.Topic)

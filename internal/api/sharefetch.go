@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/share"
@@ -26,9 +27,9 @@ import (
 // (no partition with min_bytes to give) parks until a partition's high watermark moves, an
 // acknowledgement or release frees records, a lock expires or max_wait passes.
 //
-// A share-partition starts at the high watermark when first fetched
-// (share.auto.offset.reset=latest, Kafka's default); its state is kept in memory only (see
-// internal/share's doc for the persistence still to come).
+// A share-partition with no state starts where its group's share.auto.offset.reset says
+// when first fetched (shareInitialOffset; latest, the high watermark, by default); its state
+// is kept by the share coordinator (internal/share's doc).
 
 // shareAckMax bounds the offsets one acknowledgement batch may name, so a malformed range
 // cannot make the broker walk billions of offsets.
@@ -37,13 +38,13 @@ const shareAckMax = 1 << 20
 func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-	cfg := h.shareConfig()
-	resp.AcquisitionLockTimeoutMillis = int32(cfg.LockDurationMs)
 	fail := func(err error) Reply {
 		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)
 		return msg(resp)
 	}
 	group, member := shareMember(req.GroupID), shareMember(req.MemberID)
+	cfg := h.shareConfig(group)
+	resp.AcquisitionLockTimeoutMillis = int32(cfg.LockDurationMs)
 	if group == "" || member == "" {
 		return fail(fmt.Errorf("%w: a share fetch names its group and member", kerr.InvalidRequest))
 	}
@@ -237,26 +238,37 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 	if part == nil || part.LeaderEpoch() != leaderEpoch {
 		// First fetch in this leader epoch: the state is read back from the share
 		// coordinator (acknowledged records stay done, acquired ones are Available again
-		// with their delivery counts); a share-partition with none starts at the high
-		// watermark (share.auto.offset.reset=latest).
+		// with their delivery counts); a share-partition with none starts where the
+		// group's share.auto.offset.reset says (shareInitialOffset).
 		s, ok, err := h.readShareState(k, leaderEpoch)
 		if err != nil {
 			return 0, 0, 0, shareStateUnavailable(err)
 		}
-		sp, stateEpoch := share.NewPartition(cfg, hw), int32(0)
+		var sp *share.Partition
+		stateEpoch := int32(0)
 		if ok {
 			sp, stateEpoch = share.Restore(cfg, s.Start, s.Batches), s.StateEpoch
-		} else if err := h.writeShareState(k, sp.State(leaderEpoch, 0)); err != nil {
+		} else {
+			start, err := h.shareInitialOffset(p, group, hw)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			sp = share.NewPartition(cfg, start)
+		}
+		if !ok {
 			// The start offset is made durable first (Kafka's InitializeShareGroupState),
 			// so records acquired before a crash and never acknowledged are delivered
 			// again rather than skipped by a new start at a later high watermark.
-			return 0, 0, 0, shareStateUnavailable(err)
+			if err := h.writeShareState(k, sp.State(leaderEpoch, 0)); err != nil {
+				return 0, 0, 0, shareStateUnavailable(err)
+			}
 		}
 		part = h.shareManager().Install(k, leaderEpoch, stateEpoch, sp)
 	}
 	ans.parts = append(ans.parts, part)
 	sp := part.Lock()
 	defer part.Unlock()
+	sp.SetConfig(cfg) // the group's lock duration as it is now
 	now := h.nowMs()
 	sp.SkipTo(p.Log().LogStartOffset())
 	from := sp.FirstAvailable(now, hw)
@@ -298,6 +310,32 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 		n += int(run.Last - run.First + 1)
 	}
 	return n, int32(len(b)), sp.NextDeadline(), nil
+}
+
+// shareInitialOffset is where a share-partition of group with no state starts, decided
+// once, when it is initialized, by the group's share.auto.offset.reset: latest (Kafka's
+// default) the high watermark hw, so only records produced later are delivered; earliest
+// the log start offset; by_duration:D the first record whose timestamp is at least now - D
+// (a time lookup, as ListOffsets by timestamp), or hw when no record is that recent.
+func (h *Handler) shareInitialOffset(p *replica.Partition, group string, hw int64) (int64, error) {
+	reset, err := config.ParseShareAutoOffsetReset(h.Cfg.GroupValue(h.groupConfigs(group), config.GroupShareAutoOffsetReset))
+	if err != nil {
+		return hw, nil // validated when set; an unreadable value is the default
+	}
+	switch {
+	case reset.Earliest:
+		return min(p.Log().LogStartOffset(), hw), nil
+	case reset.ByDuration:
+		off, _, ok, err := p.Log().OffsetForTimestamp(h.nowMs() - reset.Duration.Milliseconds())
+		if err != nil {
+			return 0, err
+		}
+		if !ok || off >= hw {
+			return hw, nil
+		}
+		return off, nil
+	}
+	return hw, nil
 }
 
 // batchesThrough is the size of the leading batches of s up to and including the one holding

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/share"
 )
@@ -19,14 +20,29 @@ func (h *Handler) shareManager() *share.Manager {
 	return h.shares
 }
 
-// shareConfig is what a share-partition acts on, from the current broker configuration.
-func (h *Handler) shareConfig() share.Config {
+// shareConfig is what a share-partition of group acts on, from the current broker
+// configuration and the group's share.record.lock.duration.ms.
+func (h *Handler) shareConfig(group string) share.Config {
 	cfg := h.Cfg.Current()
 	return share.Config{
 		MaxLocks:       int(cfg.GroupSharePartitionMaxRecordLocks),
 		DeliveryLimit:  int16(cfg.GroupShareDeliveryCountLimit),
-		LockDurationMs: int64(cfg.GroupShareRecordLockDurationMs),
+		LockDurationMs: int64(cfg.GroupInt(h.groupConfigs(group), config.GroupShareRecordLockDurationMs)),
 	}
+}
+
+// groupConfigs are group's overrides (nil when it has none), as this broker's metadata
+// image holds them.
+func (h *Handler) groupConfigs(group string) map[string]string {
+	return h.Meta.Image().GroupConfigs[group]
+}
+
+// ConsumerGroupConfig is the consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+// of consumer group id (KIP-848): its overrides, else the broker's group.consumer.* values.
+// The group coordinator asks it on every heartbeat.
+func (h *Handler) ConsumerGroupConfig(id string) (sessionMs, heartbeatMs int32) {
+	m := h.groupConfigs(id)
+	return h.Cfg.GroupInt(m, config.GroupConsumerSessionTimeoutMs), h.Cfg.GroupInt(m, config.GroupConsumerHeartbeatIntervalMs)
 }
 
 // shareTopics is the metadata image as a share group's assignor sees it.

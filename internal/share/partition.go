@@ -84,6 +84,11 @@ func NewPartition(cfg Config, start int64) *Partition {
 	return &Partition{cfg: cfg, start: start}
 }
 
+// SetConfig makes cfg what p acts on from now on (a group's share.record.lock.duration.ms
+// and the broker's group.share.* settings may change at any time): locks taken later expire
+// after the new LockDurationMs; locks already held keep their deadlines.
+func (p *Partition) SetConfig(cfg Config) { p.cfg = cfg }
+
 // Start is the share-partition start offset: every record below it is acknowledged or
 // archived.
 func (p *Partition) Start() int64 { return p.start }
