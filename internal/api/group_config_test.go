@@ -65,7 +65,6 @@ func describeGroupConfigs(t *testing.T, cl *kgo.Client, group string) (int16, ma
 	return resp.Resources[0].ErrorCode, out
 }
 
-
 func TestGroupConfigsAlterDescribeValidate(t *testing.T) {
 	b := testutil.StartBroker(t, groupConfigBroker...)
 	cl := newClient(t, b.Addr())

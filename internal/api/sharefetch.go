@@ -109,6 +109,15 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 	}
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	ch := make(chan struct{}, 1)
+	// A session opened by this request checks each share-partition held in memory against
+	// its persisted state once (shareStateMoved): a reset or deletion made while the group
+	// was empty shows to the group's next members.
+	opened := map[share.TopicPartition]bool{}
+	if req.ShareSessionEpoch == 0 {
+		for _, tp := range parts {
+			opened[tp] = true
+		}
+	}
 	for {
 		// min_bytes holds records back until a partition has that many bytes to acquire;
 		// once max_wait has passed, whatever there is is acquired.
@@ -117,7 +126,7 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 		if final {
 			minBytes = 0
 		}
-		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg)
+		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg, opened)
 		wait := deadline.Sub(h.Now())
 		if got > 0 || ans.failed || final || ctx.Err() != nil {
 			break
@@ -178,7 +187,10 @@ func (h *Handler) shareWait(ctx context.Context, ans *shareAnswer, ch chan struc
 // maxRecords and maxBytes in all, from a partition only when it has at least minBytes to
 // give (min_bytes, applied per partition). It returns the records acquired and the earliest lock
 // deadline of the partitions read (0: none).
-func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config) (int, int64) {
+//
+// opened holds the partitions still to be checked against their persisted state (a session
+// opened by this fetch); each is checked once and removed.
+func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config, opened map[share.TopicPartition]bool) (int, int64) {
 	got, nextLock := 0, int64(0)
 	ans.watched, ans.parts = ans.watched[:0], ans.parts[:0]
 	for _, tp := range parts {
@@ -211,7 +223,9 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 			continue
 		}
 		ans.watched = append(ans.watched, p)
-		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, minBytes, cfg)
+		verify := opened[tp]
+		delete(opened, tp)
+		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, minBytes, cfg, verify)
 		if err != nil {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = code(err)
 			ans.failed = true
@@ -230,11 +244,17 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 }
 
 // shareRead acquires records of one partition for member.
-func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config) (int, int32, int64, error) {
+// With verify, a share-partition held in memory is first checked against its persisted state
+// and read back if that was reset or deleted meanwhile.
+func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config, verify bool) (int, int32, int64, error) {
 	hw := p.HighWatermark()
 	ans.hw[p] = hw
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
 	part := h.shareManager().Existing(k)
+	if verify && part != nil && part.LeaderEpoch() == leaderEpoch && h.shareStateMoved(k, part) {
+		h.shareManager().Drop(k, part)
+		part = nil
+	}
 	if part == nil || part.LeaderEpoch() != leaderEpoch {
 		// First fetch in this leader epoch: the state is read back from the share
 		// coordinator (acknowledged records stay done, acquired ones are Available again

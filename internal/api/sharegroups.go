@@ -68,3 +68,19 @@ func (h *Handler) otherGroupType(id string) error {
 	}
 	return nil
 }
+
+// shareKeys are group's share-partitions of every partition of topics (the ones the image
+// has), wherever they are led: those whose persisted state a deletion or a describe looks
+// up on their share coordinators.
+func (h *Handler) shareKeys(group string, topics []string) []share.Key {
+	im := h.Meta.Image()
+	var out []share.Key
+	for _, name := range topics {
+		if t := im.Topic(name); t != nil {
+			for p := range t.Partitions {
+				out = append(out, share.Key{Group: group, Topic: t.ID, Partition: p})
+			}
+		}
+	}
+	return out
+}
