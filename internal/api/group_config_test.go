@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -288,4 +289,29 @@ func TestGroupConfigsHonoured(t *testing.T) {
 		r := request[*kmsg.ConsumerGroupDescribeResponse](t, cl, d)
 		return len(r.Groups) == 1 && r.Groups[0].ErrorCode == 0 && len(r.Groups[0].Members) == 0, fmt.Sprintf("%+v", r.Groups)
 	})
+}
+
+// Deleting a group leaves its configs, as in Kafka, where a group's config resource lives in
+// the metadata log apart from the group (and may be set before the group exists).
+func TestGroupConfigsOutliveTheGroup(t *testing.T) {
+	b := testutil.StartBroker(t, groupBroker...)
+	cl := newClient(t, b.Addr())
+	createTopic(t, b.Addr(), "t", 1, nil)
+	adm := newAdmin(t, b.Addr())
+	offsets := make(kadm.Offsets)
+	offsets.Add(kadm.Offset{Topic: "t", Partition: 0, At: 0, LeaderEpoch: -1})
+	if _, err := adm.CommitOffsets(ctxT(t), "kept", offsets); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := incAlterGroup(t, cl, "kept", map[string]*string{"consumer.session.timeout.ms": sp("50000")}); code != 0 {
+		t.Fatalf("set: %v %s", kerr.ErrorForCode(code), msg)
+	}
+	deleted, err := adm.DeleteGroups(ctxT(t), "kept")
+	if err != nil || deleted["kept"].Err != nil {
+		t.Fatalf("delete group: %v %v", err, deleted)
+	}
+	_, cfgs := describeGroupConfigs(t, cl, "kept")
+	if c := cfgs["consumer.session.timeout.ms"]; *c.Value != "50000" || c.Source != kmsg.ConfigSourceGroupConfig {
+		t.Errorf("after the group was deleted: consumer.session.timeout.ms %s source %v", *c.Value, c.Source)
+	}
 }
