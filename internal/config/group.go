@@ -169,8 +169,10 @@ func (b *Broker) groupValue(d *groupDef, value string) (string, error) {
 	return value, nil
 }
 
-// GroupValue is the effective value of group key for a group with overrides m: its valid
-// override, else the broker's value of its synonym ("" for an unknown key).
+// GroupValue is the effective value of group key for a group with overrides m ("" for an
+// unknown key): its override, else the broker's value of its synonym. An integer override
+// the broker's bounds have since moved past (a changed group.*.min/max) is clamped into
+// them, as Kafka's GroupConfig evaluates it; an unreadable override counts as unset.
 func (b *Broker) GroupValue(m map[string]string, key string) string {
 	d := groupDefs[key]
 	if d == nil {
@@ -178,7 +180,15 @@ func (b *Broker) GroupValue(m map[string]string, key string) string {
 	}
 	c := b.Current()
 	if raw, ok := m[key]; ok {
-		if v, err := c.groupValue(d, raw); err == nil {
+		if d.typ == TypeInt {
+			if n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 32); err == nil {
+				if d.bounds != nil {
+					lo, hi := d.bounds(c)
+					n = min(max(n, int64(lo)), int64(hi))
+				}
+				return strconv.FormatInt(max(n, d.least), 10)
+			}
+		} else if v, err := c.groupValue(d, raw); err == nil {
 			return v
 		}
 	}
