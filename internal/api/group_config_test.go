@@ -78,7 +78,8 @@ func TestGroupConfigsAlterDescribeValidate(t *testing.T) {
 	}{
 		{"g", "no.such.key", "1", kerr.InvalidConfig.Code, "Unknown group config name: no.such.key"},
 		{"g", "streams.session.timeout.ms", "50000", kerr.InvalidConfig.Code, "Unknown group config name"},
-		{"g", "share.isolation.level", "read_committed", kerr.InvalidConfig.Code, "Unknown group config name"},
+		{"g", "share.delivery.count.limit", "3", kerr.InvalidConfig.Code, "Unknown group config name"},
+		{"g", "share.isolation.level", "READ_COMMITTED", kerr.InvalidConfig.Code, "String must be one of: read_committed, read_uncommitted"},
 		{"g", "share.record.lock.duration.ms", "90000", kerr.InvalidConfig.Code, "share.record.lock.duration.ms must be in the range 1000 to 60000 inclusive."},
 		{"g", "share.session.timeout.ms", "999999", kerr.InvalidConfig.Code, "must be in the range 1000 to 60000 inclusive."},
 		{"g", "consumer.heartbeat.interval.ms", "100", kerr.InvalidConfig.Code, "must be in the range 500 to 15000 inclusive."},
@@ -105,6 +106,7 @@ func TestGroupConfigsAlterDescribeValidate(t *testing.T) {
 		"consumer.session.timeout.ms": "45000", "consumer.heartbeat.interval.ms": "5000",
 		"share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
 		"share.record.lock.duration.ms": "1000", "share.auto.offset.reset": "latest",
+		"share.isolation.level": "read_uncommitted",
 	}
 	if len(cfgs) != len(want) {
 		t.Fatalf("described %d keys, want %d: %v", len(cfgs), len(want), cfgs)
@@ -313,5 +315,77 @@ func TestGroupConfigsOutliveTheGroup(t *testing.T) {
 	_, cfgs := describeGroupConfigs(t, cl, "kept")
 	if c := cfgs["consumer.session.timeout.ms"]; *c.Value != "50000" || c.Source != kmsg.ConfigSourceGroupConfig {
 		t.Errorf("after the group was deleted: consumer.session.timeout.ms %s source %v", *c.Value, c.Source)
+	}
+}
+
+// share.isolation.level=read_committed: a share group is delivered records up to the last
+// stable offset only and never those of an aborted transaction (archived), where a
+// read_uncommitted group (the default) gets every record up to the high watermark.
+func TestShareIsolationLevel(t *testing.T) {
+	b := testutil.StartBroker(t, groupConfigBroker...)
+	cl := newClient(t, b.Addr())
+	createTopic(t, b.Addr(), "txns", 1, nil)
+	for _, g := range []string{"committed", "dirty"} {
+		kv := map[string]*string{"share.auto.offset.reset": sp("earliest")}
+		if g == "committed" {
+			kv["share.isolation.level"] = sp("read_committed")
+		}
+		if code, msg := incAlterGroup(t, cl, g, kv); code != 0 {
+			t.Fatalf("configure %s: %v %s", g, kerr.ErrorForCode(code), msg)
+		}
+	}
+	tx := newClient(t, b.Addr(), kgo.DefaultProduceTopic("txns"), kgo.TransactionalID("share-tx"),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	txn := func(end *kgo.TransactionEndTry, values ...string) {
+		t.Helper()
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var rs []*kgo.Record
+		for _, v := range values {
+			rs = append(rs, kgo.StringRecord(v))
+		}
+		produceSync(t, tx, rs...)
+		if end != nil {
+			if err := tx.EndTransaction(ctxT(t), *end); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	abort, commit := kgo.TryAbort, kgo.TryCommit
+	txn(&abort, "a0", "a1")                                                                         // 0-1, abort marker 2
+	txn(&commit, "c0", "c1")                                                                        // 3-4, commit marker 5
+	txn(nil, "o0")                                                                                  // 6, left open
+	produceSync(t, newClient(t, b.Addr(), kgo.DefaultProduceTopic("txns")), kgo.StringRecord("p0")) // 7
+
+	acquire := func(c *shareConsumer) map[int64]bool {
+		got := map[int64]bool{}
+		for {
+			rs, _ := c.fetch(nil, 100, 300)
+			if len(rs) == 0 {
+				return got
+			}
+			for _, r := range rs {
+				got[r.off] = true
+			}
+		}
+	}
+	dirty := acquire(joinShare(t, b.Addr(), "dirty", "txns", "dirty-m"))
+	for off := int64(0); off < 8; off++ {
+		if !dirty[off] {
+			t.Fatalf("read_uncommitted acquired %v, want every offset 0-7", dirty)
+		}
+	}
+	cm := joinShare(t, b.Addr(), "committed", "txns", "committed-m")
+	got := acquire(cm)
+	if got[0] || got[1] || !got[3] || !got[4] || got[6] || got[7] {
+		t.Fatalf("read_committed acquired %v, want 3-4 and none of the aborted 0-1 or of 6-7 past the open transaction", got)
+	}
+	if err := tx.EndTransaction(ctxT(t), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	more := acquire(cm)
+	if !more[6] || !more[7] || more[0] || more[1] {
+		t.Fatalf("read_committed after the commit acquired %v, want 6-7 and never the aborted 0-1", more)
 	}
 }

@@ -291,45 +291,121 @@ func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch 
 	sp.SetConfig(cfg) // the group's lock duration as it is now
 	now := h.nowMs()
 	sp.SkipTo(p.Log().LogStartOffset())
-	from := sp.FirstAvailable(now, hw)
-	if from < 0 {
-		return 0, 0, sp.NextDeadline(), nil
+	// share.isolation.level=read_committed: records up to the last stable offset only, and
+	// those of aborted transactions archived rather than delivered.
+	limit := hw
+	committed := h.Cfg.GroupValue(h.groupConfigs(group), config.GroupShareIsolationLevel) == "read_committed"
+	if committed {
+		limit = min(hw, p.LastStableOffset())
 	}
-	s, err := p.Log().ReadRecords(from, maxBytes, hw, true)
+	// A read whose records all belonged to aborted transactions acquires nothing but moves
+	// the window past them: read on, a few times, before answering empty.
+	for attempt := 0; ; attempt++ {
+		from := sp.FirstAvailable(now, limit)
+		if from < 0 {
+			return 0, 0, sp.NextDeadline(), nil
+		}
+		n, size, archived, err := h.shareAcquireRead(ans, p, sp, member, tp, from, limit, maxRecords, maxBytes, minBytes, committed, now)
+		if err != nil || n > 0 || !archived || attempt == 8 {
+			return n, size, sp.NextDeadline(), err
+		}
+	}
+}
+
+// shareAcquireRead reads p's log from offset from (below limit) and acquires for member what
+// the batches read hold, skipping aborted transactions' records when committed; it answers
+// them on ans. archived reports that the read only archived records (aborted ones).
+func (h *Handler) shareAcquireRead(ans *shareAnswer, p *replica.Partition, sp *share.Partition, member string, tp share.TopicPartition, from, limit int64, maxRecords int, maxBytes, minBytes int32, committed bool, now int64) (n int, size int32, archived bool, err error) {
+	s, err := p.Log().ReadRecords(from, maxBytes, limit, true)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
 	defer s.Release()
 	if s.Size == 0 || int32(s.Size) < minBytes {
-		return 0, 0, sp.NextDeadline(), nil
+		return 0, 0, false, nil
 	}
 	end, err := readEnd(s)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
-	runs := sp.Acquire(member, now, min(end, hw), maxRecords)
+	var skip func(int64) bool
+	if committed {
+		if skip, err = abortedRecords(p, s, from, end); err != nil {
+			return 0, 0, false, err
+		}
+	}
+	if skip != nil {
+		aborted := skip
+		skip = func(off int64) bool {
+			if aborted(off) {
+				archived = true
+				return true
+			}
+			return false
+		}
+	}
+	runs := sp.AcquireSkipping(member, now, min(end, limit), maxRecords, skip)
 	if len(runs) == 0 {
-		return 0, 0, sp.NextDeadline(), nil
+		return 0, 0, archived, nil
 	}
 	// Only the batches up to the last record acquired are sent: the rest may go to others.
-	size, err := batchesThrough(s, runs[len(runs)-1].Last)
+	total, err := batchesThrough(s, runs[len(runs)-1].Last)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
-	b := make([]byte, size)
+	b := make([]byte, total)
 	if _, err := s.File.ReadAt(b, s.Pos); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
 	rp := ans.part(tp.Topic, tp.Partition)
 	rp.Records = b
-	n := 0
 	for _, run := range runs {
 		rp.AcquiredRecords = append(rp.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
 			FirstOffset: run.First, LastOffset: run.Last, DeliveryCount: run.Deliveries,
 		})
 		n += int(run.Last - run.First + 1)
 	}
-	return n, int32(len(b)), sp.NextDeadline(), nil
+	return n, int32(len(b)), false, nil
+}
+
+// abortedRecords returns whether an offset of s belongs to an aborted transaction: a
+// transactional data batch whose producer has an aborted transaction (in the log's
+// transaction index) spanning the batch's first offset, as a read_committed consumer tells
+// them apart. nil when no transaction was aborted in [from, end).
+func abortedRecords(p *replica.Partition, s storage.Slice, from, end int64) (func(int64) bool, error) {
+	txns, err := p.Log().AbortedTxns(from, end)
+	if err != nil || len(txns) == 0 {
+		return nil, err
+	}
+	var spans [][2]int64
+	var hb [batch.HeaderSize]byte
+	for pos, stop := s.Pos, s.Pos+int64(s.Size); pos < stop; {
+		if _, err := s.File.ReadAt(hb[:], pos); err != nil {
+			return nil, err
+		}
+		bh, err := batch.ParseHeader(hb[:])
+		if err != nil {
+			return nil, err
+		}
+		pos += int64(bh.Size())
+		if !bh.IsTransactional() || bh.IsControl() {
+			continue
+		}
+		for _, a := range txns {
+			if a.ProducerID == bh.ProducerID && a.FirstOffset <= bh.BaseOffset && bh.BaseOffset <= a.LastOffset {
+				spans = append(spans, [2]int64{bh.BaseOffset, bh.LastOffset()})
+				break
+			}
+		}
+	}
+	return func(off int64) bool {
+		for _, sp := range spans {
+			if off >= sp[0] && off <= sp[1] {
+				return true
+			}
+		}
+		return false
+	}, nil
 }
 
 // shareInitialOffset is where a share-partition of group with no state starts, decided

@@ -607,7 +607,8 @@ entity. Topics, brokers and groups change through IncrementalAlterConfigs, so co
 named keep their values; a broker key that cannot change at runtime is refused by the
 broker. A group's keys are consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
 share.session.timeout.ms, share.heartbeat.interval.ms, share.record.lock.duration.ms and
-share.auto.offset.reset (latest, earliest or by_duration:<ISO-8601 duration>).
+share.auto.offset.reset (latest, earliest or by_duration:<ISO-8601 duration>) and
+share.isolation.level (read_uncommitted, read_committed).
 For users and clients the keys are client quotas (producer_byte_rate,
 consumer_byte_rate, request_percentage, controller_mutation_rate) and, for a user,
 SCRAM credentials: SCRAM-SHA-256=[iterations=8192,password=secret] (deleted with

@@ -38,7 +38,7 @@ func TestConfigsGroupsE2E(t *testing.T) {
 	for _, c := range descs[0].Configs {
 		sources[c.Name] = c.Source
 	}
-	if sources["share.auto.offset.reset"] != "GROUP_CONFIG" || sources["share.session.timeout.ms"] != "DEFAULT_CONFIG" || len(sources) != 6 {
+	if sources["share.auto.offset.reset"] != "GROUP_CONFIG" || sources["share.session.timeout.ms"] != "DEFAULT_CONFIG" || len(sources) != 7 {
 		t.Errorf("--all sources: %v", sources)
 	}
 

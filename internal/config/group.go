@@ -13,8 +13,9 @@ import (
 // GROUP, 32; Kafka's GroupConfig, KIP-848 and KIP-932), set with IncrementalAlterConfigs or
 // AlterConfigs and kept in the metadata log like topic overrides. A key not overridden takes
 // the broker's value of its group.* synonym. Only keys Gregor's coordinators act on are
-// defined; Kafka's others (streams.*, share.isolation.level, the dead-letter queue keys)
-// are refused as unknown rather than accepted and ignored.
+// defined; Kafka's others (streams.*, the dead-letter queue keys, share.delivery.count.limit
+// and the other share.* keys of Kafka after 4.2) are refused as unknown rather than
+// accepted and ignored.
 
 // SourceGroup is GROUP_CONFIG (8, DYNAMIC_GROUP_CONFIG in the Admin client): a group override.
 const SourceGroup int8 = 8
@@ -27,6 +28,7 @@ const (
 	GroupShareHeartbeatIntervalMs    = "share.heartbeat.interval.ms"
 	GroupShareRecordLockDurationMs   = "share.record.lock.duration.ms"
 	GroupShareAutoOffsetReset        = "share.auto.offset.reset"
+	GroupShareIsolationLevel         = "share.isolation.level"
 )
 
 // groupDef describes one group key: its broker synonym (the default; "" for none), the
@@ -77,6 +79,10 @@ var groupDefList = []*groupDef{
 		value: func(*Broker) string { return "latest" },
 		doc: "Where a share-partition of the group starts when it is first read: latest (the log end), " +
 			"earliest (the log start) or by_duration:<ISO-8601 duration> (the first record at most that long ago)."},
+	{name: GroupShareIsolationLevel, typ: TypeString,
+		value: func(*Broker) string { return "read_uncommitted" },
+		doc: "read_committed: the share group is delivered records up to the last stable offset only, and never " +
+			"those of aborted transactions (they are archived); read_uncommitted: every record up to the high watermark."},
 }
 
 var groupDefs = func() map[string]*groupDef {
@@ -161,9 +167,14 @@ func (b *Broker) groupValue(d *groupDef, value string) (string, error) {
 		}
 		return strconv.FormatInt(n, 10), nil
 	}
-	if d.name == GroupShareAutoOffsetReset {
+	switch d.name {
+	case GroupShareAutoOffsetReset:
 		if _, err := ParseShareAutoOffsetReset(value); err != nil {
 			return "", bad(fmt.Sprintf("Invalid value `%s` for configuration %s. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.", value, d.name))
+		}
+	case GroupShareIsolationLevel:
+		if value != "read_committed" && value != "read_uncommitted" {
+			return "", bad(fmt.Sprintf("Invalid value %s for configuration %s: String must be one of: read_committed, read_uncommitted", value, d.name))
 		}
 	}
 	return value, nil

@@ -73,7 +73,9 @@
 // watermark, by default; earliest, the log start; by_duration:D, the first record at most D
 // old), decided then and not moved by a later change of the config; that start is written at
 // once, so records acquired before a crash and never acknowledged are not skipped. The
-// group's share.record.lock.duration.ms is read on every fetch (Partition.SetConfig). Each request's acknowledgements of
+// group's share.record.lock.duration.ms is read on every fetch (Partition.SetConfig), and
+// its share.isolation.level: read_committed reads up to the last stable offset and archives
+// the records of aborted transactions instead of acquiring them (AcquireSkipping). Each request's acknowledgements of
 // a partition are applied and the resulting state written (WriteShareGroupState) before the
 // answer, under the share-partition's lock; if the write fails the share-partition is put
 // back as it was (Partition.Clone) and the acknowledgement answered with the error, so an
