@@ -29,7 +29,9 @@ import (
 //
 // A share-partition with no state starts where its group's share.auto.offset.reset says
 // when first fetched (shareInitialOffset; latest, the high watermark, by default); its state
-// is kept by the share coordinator (internal/share's doc).
+// is kept by the share coordinator (internal/share's doc). The group's
+// share.record.lock.duration.ms sets the locks, and its share.isolation.level=read_committed
+// bounds reads at the last stable offset and archives aborted transactions' records.
 
 // shareAckMax bounds the offsets one acknowledgement batch may name, so a malformed range
 // cannot make the broker walk billions of offsets.

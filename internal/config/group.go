@@ -13,8 +13,8 @@ import (
 // GROUP, 32; Kafka's GroupConfig, KIP-848 and KIP-932), set with IncrementalAlterConfigs or
 // AlterConfigs and kept in the metadata log like topic overrides. A key not overridden takes
 // the broker's value of its group.* synonym. Only keys Gregor's coordinators act on are
-// defined; Kafka's others (streams.*, the dead-letter queue keys, share.delivery.count.limit
-// and the other share.* keys of Kafka after 4.2) are refused as unknown rather than
+// defined; Kafka's others (streams.*, the dead-letter queue keys, and share keys of newer
+// Kafka versions such as share.delivery.count.limit) are refused as unknown rather than
 // accepted and ignored.
 
 // SourceGroup is GROUP_CONFIG (8, DYNAMIC_GROUP_CONFIG in the Admin client): a group override.
