@@ -98,6 +98,16 @@ func TestGroupConfigsAlterDescribeValidate(t *testing.T) {
 			t.Errorf("%s=%s on %q: %v %q, want %v containing %q", tc.key, tc.value, tc.group, kerr.ErrorForCode(code), msg, kerr.ErrorForCode(tc.code), tc.msg)
 		}
 	}
+	// APPEND and SUBTRACT: no group key is a list.
+	app := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+	ar.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Op: kmsg.IncrementalAlterConfigOpAppend, Value: sp("earliest")}}
+	app.Resources = append(app.Resources, ar)
+	if r := request[*kmsg.IncrementalAlterConfigsResponse](t, cl, app).Resources[0]; r.ErrorCode != kerr.InvalidConfig.Code ||
+		r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "Can't APPEND to key share.auto.offset.reset because its type is not LIST.") {
+		t.Errorf("APPEND to a group key: %v %v", kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
+	}
 	code, cfgs := describeGroupConfigs(t, cl, "g")
 	if code != 0 {
 		t.Fatalf("describe: %v", kerr.ErrorForCode(code))

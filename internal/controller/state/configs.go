@@ -120,6 +120,10 @@ func (c *Controller) alterResource(r AlterConfigsResource, incremental bool) ([]
 		case OpDelete:
 			next[ch.Key] = nil
 		case OpAppend, OpSubtract:
+			if r.Type == ResourceGroup { // no group key is a list, as Kafka's schema says
+				name := map[ConfigOp]string{OpAppend: "APPEND", OpSubtract: "SUBTRACT"}[op]
+				return nil, errf(kerr.InvalidConfig, "Can't %s to key %s because its type is not LIST.", name, ch.Key)
+			}
 			items := splitList(current[ch.Key])
 			for _, it := range splitList(ch.Value) {
 				has := slices.Contains(items, it)
