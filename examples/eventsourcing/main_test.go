@@ -54,7 +54,9 @@ func TestEventSourcing(t *testing.T) {
 	// Every command decided: as many committed events as commands.
 	var seen int
 	extest.Await(t, n.Addr(), "events", a, func(*kgo.Record) { seen++ }, func() bool { return seen >= len(cmds) },
-		func() string { return fmt.Sprintf("%d events of %d commands\ninstance b stderr:\n%s", seen, len(cmds), b.Stderr()) })
+		func() string {
+			return fmt.Sprintf("%d events of %d commands\ninstance b stderr:\n%s", seen, len(cmds), b.Stderr())
+		})
 
 	// Every account through both lookups.
 	hosts := map[string]map[string]bool{addrA: {}, addrB: {}} // lookup → hosts that read its answers
