@@ -32,7 +32,11 @@
 // It runs until SIGTERM or an interrupt. The commands of an account are decided in the
 // order of the commands topic, so a client must key each command by its account (one that
 // is not is rejected). A command that is not JSON stops the program: no command is skipped
-// without an event.
+// without an event. Run it with --processing-guarantee exactly_once_v2 for a ledger: then
+// each command is decided exactly once, its event and the account's new state committed
+// together; at-least-once, a crash may decide the commands since the last commit again,
+// against a state that already has them. The balances table takes each account's balance
+// from its latest event, so an event read twice changes nothing.
 package main
 
 import (

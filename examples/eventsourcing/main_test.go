@@ -31,8 +31,9 @@ const partitions = 4
 // asked through BOTH instances' HTTP lookups, is the one it computed (404 for the accounts
 // no command opened), with each instance having read some accounts from its own store and
 // answered others by forwarding. It stops both with SIGTERM expecting clean exits, then
-// reads the events topic whole: exactly one event per command, with the verdict and
-// balance computed here.
+// reads the events topic whole: exactly one event per command, each account's in the
+// order of its commands (but for those keyed wrongly), with the verdict and balance computed here. The commands break
+// every rule at least once.
 func TestEventSourcing(t *testing.T) {
 	bin := extest.Build(t)
 	n := embedtest.Start(t, embed.Options{})
@@ -46,6 +47,17 @@ func TestEventSourcing(t *testing.T) {
 
 	accounts, ghosts := accountNames(t)
 	cmds, recs, want := commands(accounts, ghosts)
+	broken := map[string]int{} // rule → commands rejected by it
+	for _, v := range want.verdicts {
+		if !v.accepted {
+			broken[v.rule]++
+		}
+	}
+	for _, r := range rules {
+		if broken[r] == 0 {
+			t.Fatalf("test data: no command is rejected as %s (%v)", r, broken)
+		}
+	}
 	a, addrA := start()
 	extest.Produce(t, cl, recs[:len(recs)/2]...)
 	b, addrB := start()
@@ -88,6 +100,7 @@ func TestEventSourcing(t *testing.T) {
 
 	// The event log: exactly one event per command, as decided here.
 	got := map[string]Event{}
+	last := map[string]int{} // account → index of its latest command in the log so far
 	for _, r := range extest.ReadAll(t, n.Addr(), "events") {
 		var e Event
 		if err := json.Unmarshal(r.Value, &e); err != nil {
@@ -100,11 +113,22 @@ func TestEventSourcing(t *testing.T) {
 			t.Errorf("two events of command %s: %+v and %+v", e.ID, prev, e)
 		}
 		got[e.ID] = e
+		i, err := strconv.Atoi(e.ID[1:])
+		if err != nil || i >= len(cmds) {
+			t.Errorf("event of no command: %+v", e)
+			continue
+		}
+		if want.verdicts[i].rule == "wrong key" {
+			continue // decided among another account's commands
+		}
+		if j, ok := last[e.Account]; ok && i <= j {
+			t.Errorf("event %s of account %s after that of command c%d: out of the commands' order", e.ID, e.Account, j)
+		}
+		last[e.Account] = i
 	}
 	if len(got) != len(cmds) {
 		t.Errorf("%d events of distinct commands, want %d", len(got), len(cmds))
 	}
-	rejected := 0
 	for i, c := range cmds {
 		e, ok := got[c.ID]
 		v := want.verdicts[i]
@@ -114,11 +138,8 @@ func TestEventSourcing(t *testing.T) {
 		case e.Command != c || e.Accepted != v.accepted || e.Balance != v.balance || e.Open != v.open || e.Accepted == (e.Reason != ""):
 			t.Errorf("command %+v: event %+v, want accepted %v balance %d open %v", c, e, v.accepted, v.balance, v.open)
 		}
-		if !v.accepted {
-			rejected++
-		}
 	}
-	t.Logf("%d commands over %d accounts, %d rejected", len(cmds), len(accounts)+len(ghosts), rejected)
+	t.Logf("%d commands over %d accounts, rejected: %v", len(cmds), len(accounts)+len(ghosts), broken)
 }
 
 // servingLine is the program's announcement of its lookup's address.
@@ -180,12 +201,18 @@ func accountNames(t *testing.T) (accounts, ghosts []string) {
 	return accounts, []string{"ghost-1", "ghost-2"}
 }
 
-// verdict is what the test decides of one command.
+// verdict is what the test decides of one command: accepted, or rejected by rule, and the
+// account's state after it.
 type verdict struct {
 	accepted bool
+	rule     string
 	balance  int64
 	open     bool
 }
+
+// rules are every rule a command can be rejected by.
+var rules = []string{"wrong key", "unknown kind", "opened again", "unknown account", "closed account",
+	"beyond the balance", "close with a balance", "bad amount"}
 
 // state is an account as the test keeps it.
 type state struct {
@@ -244,8 +271,24 @@ func commands(accounts, ghosts []string) ([]Command, []*kgo.Record, expected) {
 			exp.accounts[acct] = s
 		}
 		v := verdict{accepted: ok, balance: s.balance, open: s.open}
-		if key != acct {
-			v = verdict{} // decided on another account's task: no state to tell
+		switch {
+		case key != acct:
+			v = verdict{rule: "wrong key"} // decided on another account's task: no state to tell
+		case ok:
+		case !slices.Contains([]string{"open", "deposit", "withdraw", "close"}, kind):
+			v.rule = "unknown kind"
+		case kind == "open" && s.exists:
+			v.rule = "opened again"
+		case !s.exists:
+			v.rule = "unknown account"
+		case !s.open:
+			v.rule = "closed account"
+		case kind == "withdraw" && amount > s.balance:
+			v.rule = "beyond the balance"
+		case kind == "close" && s.balance != 0:
+			v.rule = "close with a balance"
+		default:
+			v.rule = "bad amount"
 		}
 		exp.verdicts = append(exp.verdicts, v)
 		cmds = append(cmds, c)

@@ -14,7 +14,9 @@ const AccountsStore = "accounts"
 // validator decides each command against its account's state in the accounts store and
 // forwards the event, keyed by account. A command's record key must be its account (so
 // every command of an account reaches the same task, in order); one that is not is
-// rejected without touching any state, its event telling no balance (0, not open).
+// rejected without touching any state, its event telling no balance (0, not open); keyed
+// by the account it names, that event may stand out of order among the account's own,
+// which changes no balance (the balances take accepted events only).
 type validator struct {
 	ctx      streams.ProcessorContext[string, Event]
 	accounts streams.KeyValueStore[string, Account]
