@@ -32,8 +32,8 @@ const partitions = 4
 // no command opened), with each instance having read some accounts from its own store and
 // answered others by forwarding. It stops both with SIGTERM expecting clean exits, then
 // reads the events topic whole: exactly one event per command, each account's in the
-// order of its commands (but for those keyed wrongly), with the verdict and balance computed here. The commands break
-// every rule at least once.
+// order of its commands (but for those keyed wrongly), with the verdict and balance
+// computed here. The commands break every rule at least once.
 func TestEventSourcing(t *testing.T) {
 	bin := extest.Build(t)
 	n := embedtest.Start(t, embed.Options{})
@@ -74,8 +74,9 @@ func TestEventSourcing(t *testing.T) {
 	// read some accounts from its own store and forwarded the others: b may join the group
 	// (a rebalance) after the last event is written, and until then a runs every task.
 	var wrong []string
-	var hosts map[string]map[string]bool                                                  // lookup → the hosts that read its answers
-	for deadline := time.Now().Add(extest.Timeout); ; time.Sleep(20 * time.Millisecond) { // polling the condition
+	var hosts map[string]map[string]bool // lookup → the hosts that read its answers
+	// Polling the condition, with a deadline.
+	for deadline := time.Now().Add(extest.Timeout); ; time.Sleep(20 * time.Millisecond) {
 		wrong, hosts = nil, map[string]map[string]bool{addrA: {}, addrB: {}}
 		for _, addr := range []string{addrA, addrB} {
 			for _, acct := range append(slices.Clone(accounts), ghosts...) {
