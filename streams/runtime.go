@@ -378,25 +378,41 @@ func (a *App) processFetches(fs kgo.Fetches) error {
 	}
 	a.query.Lock() // stores change: queries wait
 	defer a.query.Unlock()
+	// A task's records are taken in timestamp order across its source partitions, the
+	// lowest first, as Kafka Streams' PartitionGroup chooses among the records it has
+	// buffered; each partition's records stay in offset order.
+	batches := map[*task][][]*kgo.Record{}
+	var order []*task
 	var err error
-	fs.EachRecord(func(r *kgo.Record) {
-		if err != nil {
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if err != nil || len(p.Records) == 0 {
 			return
 		}
-		logical := a.full[r.Topic]
-		tk := a.mu.tasks[TaskID{Subtopology: a.topo.byTopic[logical].id, Partition: r.Partition}]
+		logical := a.full[p.Topic]
+		tk := a.mu.tasks[TaskID{Subtopology: a.topo.byTopic[logical].id, Partition: p.Partition}]
 		if tk == nil {
-			err = fmt.Errorf("streams: record of %s[%d] with no task", r.Topic, r.Partition)
+			err = fmt.Errorf("streams: record of %s[%d] with no task", p.Topic, p.Partition)
 			return
 		}
-		hs := make([]Header, len(r.Headers))
-		for i, h := range r.Headers {
-			hs[i] = Header{Key: h.Key, Value: h.Value}
+		if batches[tk] == nil {
+			order = append(order, tk)
 		}
-		err = tk.process(logical, r.Offset, r.Key, r.Value, r.Timestamp.UnixMilli(), hs)
+		batches[tk] = append(batches[tk], p.Records)
 	})
 	if err != nil {
 		return err
+	}
+	for _, tk := range order {
+		err := byTimestamp(batches[tk], func(r *kgo.Record) error {
+			hs := make([]Header, len(r.Headers))
+			for i, h := range r.Headers {
+				hs[i] = Header{Key: h.Key, Value: h.Value}
+			}
+			return tk.process(a.full[r.Topic], r.Offset, r.Key, r.Value, r.Timestamp.UnixMilli(), hs)
+		})
+		if err != nil {
+			return err
+		}
 	}
 	now := time.Now().UnixMilli()
 	for _, tk := range a.mu.tasks {
@@ -405,6 +421,28 @@ func (a *App) processFetches(fs kgo.Fetches) error {
 		}
 	}
 	return nil
+}
+
+// byTimestamp calls f on every record of parts (each in offset order), always taking next the
+// partition head with the lowest timestamp (the earlier partition on a tie), so that one
+// partition's records keep their order.
+func byTimestamp(parts [][]*kgo.Record, f func(*kgo.Record) error) error {
+	for {
+		next := -1
+		for i, p := range parts {
+			if len(p) > 0 && (next < 0 || p[0].Timestamp.Before(parts[next][0].Timestamp)) {
+				next = i
+			}
+		}
+		if next < 0 {
+			return nil
+		}
+		r := parts[next][0]
+		parts[next] = parts[next][1:]
+		if err := f(r); err != nil {
+			return err
+		}
+	}
 }
 
 // commitAtLeastOnce waits for every produced record (output, repartition and changelog) to

@@ -13,9 +13,11 @@ import (
 // AlterShareGroupOffsets v0 (KIP-932): starts a share group's share-partitions over at the
 // offsets given (kafka-share-groups.sh --reset-offsets): every record below is treated as
 // delivered, none above has been. The group must exist (GROUP_ID_NOT_FOUND) and have no
-// members (NON_EMPTY_GROUP). A share-partition's state is kept by its partition leader, so
-// the partitions must be led by this broker (NOT_LEADER_OR_FOLLOWER otherwise) until the
-// share coordinator exists (internal/share's doc).
+// members (NON_EMPTY_GROUP). As Kafka's group coordinator does through its persister, each
+// share-partition's persisted state is initialized on its share coordinator
+// (InitializeShareGroupState) at the new start, in the next state epoch, wherever the
+// partition is led; the leader, holding the old state in memory, sees the new state epoch
+// when a member next opens a share session and reads the state back (shareStateMoved).
 
 func handleAlterShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.AlterShareGroupOffsetsRequest)
@@ -40,7 +42,7 @@ func handleAlterShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg
 		return msg(resp)
 	}
 	readable := h.authorizedNames(c, kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic)
-	im, cfg, now := h.Meta.Image(), h.shareConfig(), h.nowMs()
+	im := h.Meta.Image()
 	for _, rt := range req.Topics {
 		t := kmsg.AlterShareGroupOffsetsResponseTopic{Topic: rt.Topic}
 		mt := im.Topic(rt.Topic)
@@ -58,21 +60,28 @@ func handleAlterShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg
 				case rp.StartOffset < 0:
 					return fmt.Errorf("%w: start offset %d", kerr.InvalidRequest, rp.StartOffset)
 				}
-				rep := h.Replicas.Get(rt.Topic, rp.Partition)
-				if rep == nil {
-					return kerr.NotLeaderForPartition
-				}
-				_, epoch, leads := rep.Role()
-				if !leads {
-					return kerr.NotLeaderForPartition
-				}
 				k := share.Key{Group: req.GroupID, Topic: mt.ID, Partition: rp.Partition}
-				if err := h.shareManager().SetStart(k, epoch, cfg, rp.StartOffset, now); err != nil {
+				cur, ok, err := h.readShareStateSummary(k)
+				if err != nil {
 					return err
 				}
-				// The new start is persisted too, or the next leader would read the old
-				// state back.
-				return h.writeShareState(k, share.PartitionState{LeaderEpoch: epoch, Start: rp.StartOffset})
+				epoch := int32(0)
+				if ok {
+					epoch = cur.StateEpoch + 1
+				}
+				if err := h.initializeShareState(k, epoch, rp.StartOffset); err != nil {
+					return err
+				}
+				// Led here: the new state in memory at once (its lag described); else the
+				// leader reads it back when a member next opens a share session.
+				if rep := h.Replicas.Get(rt.Topic, rp.Partition); rep != nil {
+					if _, leaderEpoch, leads := rep.Role(); leads {
+						h.shareManager().Reset(k, leaderEpoch, epoch, share.NewPartition(h.shareConfig(req.GroupID), rp.StartOffset))
+						return nil
+					}
+				}
+				h.shareManager().Drop(k, nil)
+				return nil
 			}()
 			if err != nil {
 				p.ErrorCode, p.ErrorMessage = code(err), errMsg(err)

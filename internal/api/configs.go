@@ -79,6 +79,18 @@ func (h *Handler) checkConfigs(im *metadata.Image, typ kmsg.ConfigResourceType, 
 			return nil, err
 		}
 		return m, nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if name == "" {
+			return nil, fmt.Errorf("%w: Default group resources are not allowed.", errInvalidRequest)
+		}
+		m, err := next(maps.Clone(im.GroupConfigs[name]))
+		if err != nil {
+			return nil, err
+		}
+		if err := h.Cfg.ValidateGroupConfigs(m); err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
 	return nil, fmt.Errorf("%w: config resource type %d is not supported", errInvalidRequest, typ)
 }
@@ -136,6 +148,8 @@ func configsShown(im *metadata.Image, k configKey, want map[string]string) bool 
 	case kmsg.ConfigResourceTypeBroker:
 		cur, err := brokerConfigs(im, k.name)
 		return err == nil && maps.Equal(cur, want)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return maps.Equal(im.GroupConfigs[k.name], want)
 	}
 	return true
 }

@@ -23,9 +23,9 @@ func handleDeleteGroups(h *Handler, ctx context.Context, c *Conn, r kmsg.Request
 		if h.authorized(c, kmsg.ACLOperationDelete, kmsg.ACLResourceTypeGroup, id) {
 			if shares.Has(id) {
 				g := kmsg.NewDeleteGroupsResponseGroup()
-				gone, err := shares.Delete(id, h.nowMs())
+				gone, topics, err := shares.Delete(id, h.nowMs())
 				if err == nil {
-					err = h.deleteShareStates(gone)
+					err = h.deleteShareStates(append(gone, h.shareKeys(id, topics)...))
 				}
 				g.Group, g.ErrorCode = id, code(err)
 				shared = append(shared, g)

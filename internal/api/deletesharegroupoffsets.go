@@ -11,7 +11,11 @@ import (
 
 // DeleteShareGroupOffsets v0 (KIP-932): forgets a share group's share-partitions of the
 // topics named, so the group's next fetch of them starts over from share.auto.offset.reset.
-// The group must exist (GROUP_ID_NOT_FOUND) and have no members (NON_EMPTY_GROUP).
+// The group must exist (GROUP_ID_NOT_FOUND) and have no members (NON_EMPTY_GROUP). As
+// Kafka's group coordinator does through its persister, the persisted state of every
+// partition of each topic is deleted on its share coordinator (DeleteShareGroupState),
+// wherever the partition is led; a leader holding the state in memory sees it gone when a
+// member next opens a share session (shareStateMoved).
 
 func handleDeleteShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DeleteShareGroupOffsetsRequest)
@@ -48,9 +52,12 @@ func handleDeleteShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kms
 			err = kerr.UnknownTopicOrPartition
 		default:
 			t.TopicID = mt.ID
-			var gone []share.Key
-			if gone, err = h.shareManager().Forget(req.GroupID, mt.ID, h.nowMs()); err == nil {
-				err = h.deleteShareStates(gone)
+			for p := range mt.Partitions {
+				k := share.Key{Group: req.GroupID, Topic: mt.ID, Partition: p}
+				if err = h.deleteShareState(k); err != nil {
+					break
+				}
+				h.shareManager().Drop(k, nil)
 			}
 		}
 		if err != nil {

@@ -11,9 +11,10 @@ import (
 	"github.com/gregor-project/gregor/internal/config"
 )
 
-// DescribeConfigs v0-v4 for topic and broker resources: every config with its effective value,
-// where it came from (topic override, dynamic or static broker config, default) and, when
-// asked, its synonyms and documentation.
+// DescribeConfigs v0-v4 for topic, broker and group resources: every config with its
+// effective value, where it came from (topic or group override, dynamic or static broker
+// config, default) and, when asked, its synonyms and documentation. A group need not exist
+// to be described: its keys then show the broker's values.
 
 func handleDescribeConfigs(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeConfigsRequest)
@@ -55,6 +56,11 @@ func (h *Handler) describeResource(typ kmsg.ConfigResourceType, name string) ([]
 			return nil, err
 		}
 		return h.Cfg.DescribeBroker(), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if name == "" {
+			return nil, fmt.Errorf("%w: Group name must not be empty", errInvalidRequest)
+		}
+		return h.Cfg.DescribeGroup(h.Meta.Image().GroupConfigs[name]), nil
 	}
 	return nil, fmt.Errorf("%w: config resource type %d is not supported", errInvalidRequest, typ)
 }

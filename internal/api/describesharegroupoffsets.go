@@ -18,7 +18,8 @@ import (
 // -1. A share-partition this broker has in memory answers from it (with its lag); any
 // other named one from its share coordinator's ReadShareGroupStateSummary (start offset and
 // leader epoch, lag -1: only its leader knows which records past the start are done).
-// Without named topics only the share-partitions in this broker's memory are listed.
+// Without named topics the share-partitions listed are those in this broker's memory and
+// those of the topics the group's members subscribed to that have persisted state.
 
 func handleDescribeShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.DescribeShareGroupOffsetsRequest)
@@ -41,13 +42,26 @@ func handleDescribeShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r k
 			}
 		}
 		sums := h.shareManager().Summaries(rg.GroupID)
+		remote := map[share.Key]share.PartitionState{} // summaries read from share coordinators
 		topics := rg.Topics
 		if topics == nil {
-			// Every partition with state, by topic name.
+			// Every partition with state, by topic name: those held here, and those of
+			// the topics the group subscribed to that their share coordinators hold.
 			byName := map[string][]int32{}
 			for k := range sums {
 				if t := im.TopicByID(k.Topic); t != nil {
 					byName[t.Name] = append(byName[t.Name], k.Partition)
+				}
+			}
+			for _, k := range h.shareKeys(rg.GroupID, h.shareManager().Subscribed(rg.GroupID)) {
+				if _, ok := sums[k]; ok {
+					continue
+				}
+				if ps, ok, err := h.readShareStateSummary(k); err == nil && ok {
+					remote[k] = ps
+					if t := im.TopicByID(k.Topic); t != nil {
+						byName[t.Name] = append(byName[t.Name], k.Partition)
+					}
 				}
 			}
 			for name, ps := range byName {
@@ -74,13 +88,16 @@ func handleDescribeShareGroupOffsets(h *Handler, _ context.Context, c *Conn, r k
 				case mt == nil || p < 0 || p >= mt.Partitions:
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				default:
-					if s, ok := sums[share.Key{Group: rg.GroupID, Topic: mt.ID, Partition: p}]; ok {
+					k := share.Key{Group: rg.GroupID, Topic: mt.ID, Partition: p}
+					if s, ok := sums[k]; ok {
 						rp.StartOffset = s.Start
 						if rep := h.Replicas.Get(rt.Topic, p); rep != nil {
 							_, rp.LeaderEpoch, _ = rep.Role()
 							rp.Lag = max(0, rep.HighWatermark()-s.Start-s.Finished)
 						}
-					} else if ps, ok, err := h.readShareStateSummary(share.Key{Group: rg.GroupID, Topic: mt.ID, Partition: p}); err == nil && ok {
+					} else if ps, ok := remote[k]; ok {
+						rp.StartOffset, rp.LeaderEpoch = ps.Start, ps.LeaderEpoch
+					} else if ps, ok, err := h.readShareStateSummary(k); err == nil && ok {
 						// Not in this broker's memory: the share coordinator's summary.
 						rp.StartOffset, rp.LeaderEpoch = ps.Start, ps.LeaderEpoch
 					}

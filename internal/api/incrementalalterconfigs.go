@@ -9,8 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// IncrementalAlterConfigs v0-v1: SET and DELETE single keys; APPEND and SUBTRACT add or
-// remove items of list configs (cleanup.policy). A key named twice in one resource is
+// IncrementalAlterConfigs v0-v1 for topic, broker and group resources: SET and DELETE
+// single keys; APPEND and SUBTRACT add or remove items of list configs (cleanup.policy; no
+// group key is a list). A key named twice in one resource is
 // INVALID_REQUEST. Checked here, decided by the controller (configs.go).
 
 func handleIncrementalAlterConfigs(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {

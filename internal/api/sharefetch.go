@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/gregor-project/gregor/internal/batch"
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/replica"
 	"github.com/gregor-project/gregor/internal/share"
@@ -26,9 +27,11 @@ import (
 // (no partition with min_bytes to give) parks until a partition's high watermark moves, an
 // acknowledgement or release frees records, a lock expires or max_wait passes.
 //
-// A share-partition starts at the high watermark when first fetched
-// (share.auto.offset.reset=latest, Kafka's default); its state is kept in memory only (see
-// internal/share's doc for the persistence still to come).
+// A share-partition with no state starts where its group's share.auto.offset.reset says
+// when first fetched (shareInitialOffset; latest, the high watermark, by default); its state
+// is kept by the share coordinator (internal/share's doc). The group's
+// share.record.lock.duration.ms sets the locks, and its share.isolation.level=read_committed
+// bounds reads at the last stable offset and archives aborted transactions' records.
 
 // shareAckMax bounds the offsets one acknowledgement batch may name, so a malformed range
 // cannot make the broker walk billions of offsets.
@@ -37,13 +40,13 @@ const shareAckMax = 1 << 20
 func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-	cfg := h.shareConfig()
-	resp.AcquisitionLockTimeoutMillis = int32(cfg.LockDurationMs)
 	fail := func(err error) Reply {
 		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)
 		return msg(resp)
 	}
 	group, member := shareMember(req.GroupID), shareMember(req.MemberID)
+	cfg := h.shareConfig(group)
+	resp.AcquisitionLockTimeoutMillis = int32(cfg.LockDurationMs)
 	if group == "" || member == "" {
 		return fail(fmt.Errorf("%w: a share fetch names its group and member", kerr.InvalidRequest))
 	}
@@ -108,6 +111,15 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 	}
 	deadline := h.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	ch := make(chan struct{}, 1)
+	// A session opened by this request checks each share-partition held in memory against
+	// its persisted state once (shareStateMoved): a reset or deletion made while the group
+	// was empty shows to the group's next members.
+	opened := map[share.TopicPartition]bool{}
+	if req.ShareSessionEpoch == 0 {
+		for _, tp := range parts {
+			opened[tp] = true
+		}
+	}
 	for {
 		// min_bytes holds records back until a partition has that many bytes to acquire;
 		// once max_wait has passed, whatever there is is acquired.
@@ -116,7 +128,7 @@ func handleShareFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) 
 		if final {
 			minBytes = 0
 		}
-		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg)
+		got, nextLock := h.shareAcquire(ans, group, member, parts, maxRecords, maxBytes, minBytes, cfg, opened)
 		wait := deadline.Sub(h.Now())
 		if got > 0 || ans.failed || final || ctx.Err() != nil {
 			break
@@ -177,7 +189,10 @@ func (h *Handler) shareWait(ctx context.Context, ans *shareAnswer, ch chan struc
 // maxRecords and maxBytes in all, from a partition only when it has at least minBytes to
 // give (min_bytes, applied per partition). It returns the records acquired and the earliest lock
 // deadline of the partitions read (0: none).
-func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config) (int, int64) {
+//
+// opened holds the partitions still to be checked against their persisted state (a session
+// opened by this fetch); each is checked once and removed.
+func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config, opened map[share.TopicPartition]bool) (int, int64) {
 	got, nextLock := 0, int64(0)
 	ans.watched, ans.parts = ans.watched[:0], ans.parts[:0]
 	for _, tp := range parts {
@@ -210,7 +225,9 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 			continue
 		}
 		ans.watched = append(ans.watched, p)
-		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, minBytes, cfg)
+		verify := opened[tp]
+		delete(opened, tp)
+		n, bytes, lock, err := h.shareRead(ans, p, epoch, group, member, tp, maxRecords-got, maxBytes, minBytes, cfg, verify)
 		if err != nil {
 			ans.part(tp.Topic, tp.Partition).ErrorCode = code(err)
 			ans.failed = true
@@ -229,75 +246,194 @@ func (h *Handler) shareAcquire(ans *shareAnswer, group, member string, parts []s
 }
 
 // shareRead acquires records of one partition for member.
-func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config) (int, int32, int64, error) {
+// With verify, a share-partition held in memory is first checked against its persisted state
+// and read back if that was reset or deleted meanwhile.
+func (h *Handler) shareRead(ans *shareAnswer, p *replica.Partition, leaderEpoch int32, group, member string, tp share.TopicPartition, maxRecords int, maxBytes, minBytes int32, cfg share.Config, verify bool) (int, int32, int64, error) {
 	hw := p.HighWatermark()
 	ans.hw[p] = hw
 	k := share.Key{Group: group, Topic: tp.Topic, Partition: tp.Partition}
 	part := h.shareManager().Existing(k)
+	if verify && part != nil && part.LeaderEpoch() == leaderEpoch && h.shareStateMoved(k, part) {
+		h.shareManager().Drop(k, part)
+		part = nil
+	}
 	if part == nil || part.LeaderEpoch() != leaderEpoch {
 		// First fetch in this leader epoch: the state is read back from the share
 		// coordinator (acknowledged records stay done, acquired ones are Available again
-		// with their delivery counts); a share-partition with none starts at the high
-		// watermark (share.auto.offset.reset=latest).
+		// with their delivery counts); a share-partition with none starts where the
+		// group's share.auto.offset.reset says (shareInitialOffset).
 		s, ok, err := h.readShareState(k, leaderEpoch)
 		if err != nil {
 			return 0, 0, 0, shareStateUnavailable(err)
 		}
-		sp, stateEpoch := share.NewPartition(cfg, hw), int32(0)
+		var sp *share.Partition
+		stateEpoch := int32(0)
 		if ok {
 			sp, stateEpoch = share.Restore(cfg, s.Start, s.Batches), s.StateEpoch
-		} else if err := h.writeShareState(k, sp.State(leaderEpoch, 0)); err != nil {
+		} else {
+			start, err := h.shareInitialOffset(p, group, hw)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			sp = share.NewPartition(cfg, start)
+		}
+		if !ok {
 			// The start offset is made durable first (Kafka's InitializeShareGroupState),
 			// so records acquired before a crash and never acknowledged are delivered
 			// again rather than skipped by a new start at a later high watermark.
-			return 0, 0, 0, shareStateUnavailable(err)
+			if err := h.writeShareState(k, sp.State(leaderEpoch, 0)); err != nil {
+				return 0, 0, 0, shareStateUnavailable(err)
+			}
 		}
 		part = h.shareManager().Install(k, leaderEpoch, stateEpoch, sp)
 	}
 	ans.parts = append(ans.parts, part)
 	sp := part.Lock()
 	defer part.Unlock()
+	sp.SetConfig(cfg) // the group's lock duration as it is now
 	now := h.nowMs()
 	sp.SkipTo(p.Log().LogStartOffset())
-	from := sp.FirstAvailable(now, hw)
-	if from < 0 {
-		return 0, 0, sp.NextDeadline(), nil
+	// share.isolation.level=read_committed: records up to the last stable offset only, and
+	// those of aborted transactions archived rather than delivered.
+	limit := hw
+	committed := h.Cfg.GroupValue(h.groupConfigs(group), config.GroupShareIsolationLevel) == "read_committed"
+	if committed {
+		limit = min(hw, p.LastStableOffset())
 	}
-	s, err := p.Log().ReadRecords(from, maxBytes, hw, true)
+	// A read whose records all belonged to aborted transactions acquires nothing but moves
+	// the window past them: read on, a few times, before answering empty.
+	for attempt := 0; ; attempt++ {
+		from := sp.FirstAvailable(now, limit)
+		if from < 0 {
+			return 0, 0, sp.NextDeadline(), nil
+		}
+		n, size, archived, err := h.shareAcquireRead(ans, p, sp, member, tp, from, limit, maxRecords, maxBytes, minBytes, committed, now)
+		if err != nil || n > 0 || !archived || attempt == 8 {
+			return n, size, sp.NextDeadline(), err
+		}
+	}
+}
+
+// shareAcquireRead reads p's log from offset from (below limit) and acquires for member what
+// the batches read hold, skipping aborted transactions' records when committed; it answers
+// them on ans. archived reports that the read only archived records (aborted ones).
+func (h *Handler) shareAcquireRead(ans *shareAnswer, p *replica.Partition, sp *share.Partition, member string, tp share.TopicPartition, from, limit int64, maxRecords int, maxBytes, minBytes int32, committed bool, now int64) (n int, size int32, archived bool, err error) {
+	s, err := p.Log().ReadRecords(from, maxBytes, limit, true)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
 	defer s.Release()
 	if s.Size == 0 || int32(s.Size) < minBytes {
-		return 0, 0, sp.NextDeadline(), nil
+		return 0, 0, false, nil
 	}
 	end, err := readEnd(s)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
-	runs := sp.Acquire(member, now, min(end, hw), maxRecords)
+	var skip func(int64) bool
+	if committed {
+		if skip, err = abortedRecords(p, s, from, end); err != nil {
+			return 0, 0, false, err
+		}
+	}
+	if skip != nil {
+		aborted := skip
+		skip = func(off int64) bool {
+			if aborted(off) {
+				archived = true
+				return true
+			}
+			return false
+		}
+	}
+	runs := sp.AcquireSkipping(member, now, min(end, limit), maxRecords, skip)
 	if len(runs) == 0 {
-		return 0, 0, sp.NextDeadline(), nil
+		return 0, 0, archived, nil
 	}
 	// Only the batches up to the last record acquired are sent: the rest may go to others.
-	size, err := batchesThrough(s, runs[len(runs)-1].Last)
+	total, err := batchesThrough(s, runs[len(runs)-1].Last)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
-	b := make([]byte, size)
+	b := make([]byte, total)
 	if _, err := s.File.ReadAt(b, s.Pos); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, false, err
 	}
 	rp := ans.part(tp.Topic, tp.Partition)
 	rp.Records = b
-	n := 0
 	for _, run := range runs {
 		rp.AcquiredRecords = append(rp.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
 			FirstOffset: run.First, LastOffset: run.Last, DeliveryCount: run.Deliveries,
 		})
 		n += int(run.Last - run.First + 1)
 	}
-	return n, int32(len(b)), sp.NextDeadline(), nil
+	return n, int32(len(b)), false, nil
+}
+
+// abortedRecords returns whether an offset of s belongs to an aborted transaction: a
+// transactional data batch whose producer has an aborted transaction (in the log's
+// transaction index) spanning the batch's first offset, as a read_committed consumer tells
+// them apart. nil when no transaction was aborted in [from, end).
+func abortedRecords(p *replica.Partition, s storage.Slice, from, end int64) (func(int64) bool, error) {
+	txns, err := p.Log().AbortedTxns(from, end)
+	if err != nil || len(txns) == 0 {
+		return nil, err
+	}
+	var spans [][2]int64
+	var hb [batch.HeaderSize]byte
+	for pos, stop := s.Pos, s.Pos+int64(s.Size); pos < stop; {
+		if _, err := s.File.ReadAt(hb[:], pos); err != nil {
+			return nil, err
+		}
+		bh, err := batch.ParseHeader(hb[:])
+		if err != nil {
+			return nil, err
+		}
+		pos += int64(bh.Size())
+		if !bh.IsTransactional() || bh.IsControl() {
+			continue
+		}
+		for _, a := range txns {
+			if a.ProducerID == bh.ProducerID && a.FirstOffset <= bh.BaseOffset && bh.BaseOffset <= a.LastOffset {
+				spans = append(spans, [2]int64{bh.BaseOffset, bh.LastOffset()})
+				break
+			}
+		}
+	}
+	return func(off int64) bool {
+		for _, sp := range spans {
+			if off >= sp[0] && off <= sp[1] {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// shareInitialOffset is where a share-partition of group with no state starts, decided
+// once, when it is initialized, by the group's share.auto.offset.reset: latest (Kafka's
+// default) the high watermark hw, so only records produced later are delivered; earliest
+// the log start offset; by_duration:D the first record whose timestamp is at least now - D
+// (a time lookup, as ListOffsets by timestamp), or hw when no record is that recent.
+func (h *Handler) shareInitialOffset(p *replica.Partition, group string, hw int64) (int64, error) {
+	reset, err := config.ParseShareAutoOffsetReset(h.Cfg.GroupValue(h.groupConfigs(group), config.GroupShareAutoOffsetReset))
+	if err != nil {
+		return hw, nil // validated when set; an unreadable value is the default
+	}
+	switch {
+	case reset.Earliest:
+		return min(p.Log().LogStartOffset(), hw), nil
+	case reset.ByDuration:
+		off, _, ok, err := p.Log().OffsetForTimestamp(h.nowMs() - reset.Duration.Milliseconds())
+		if err != nil {
+			return 0, err
+		}
+		if !ok || off >= hw {
+			return hw, nil
+		}
+		return off, nil
+	}
+	return hw, nil
 }
 
 // batchesThrough is the size of the leading batches of s up to and including the one holding

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/share"
 )
 
@@ -15,14 +16,19 @@ import (
 // heartbeats in and leaves (epoch -1) a share group on its coordinator (the broker leading
 // the group's __consumer_offsets partition, as for other groups). Every member is assigned
 // every partition of the topics it subscribes to; the answer carries the assignment when it
-// changed, the member epoch and group.share.heartbeat.interval.ms. A member that does not
-// heartbeat within group.share.session.timeout.ms is removed. See share.Group.
+// changed, the member epoch and the heartbeat interval (the group's
+// share.heartbeat.interval.ms, else group.share.heartbeat.interval.ms). A member that does
+// not heartbeat within the session timeout (share.session.timeout.ms, else
+// group.share.session.timeout.ms) is removed. See share.Group.
 
 func handleShareGroupHeartbeat(h *Handler, _ context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ShareGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
-	cfg := h.Cfg.Current()
-	resp.HeartbeatIntervalMillis = cfg.GroupShareHeartbeatIntervalMs
+	// The group's share.heartbeat.interval.ms and share.session.timeout.ms, else the
+	// broker's group.share.* values.
+	gc := h.groupConfigs(req.GroupID)
+	resp.HeartbeatIntervalMillis = h.Cfg.GroupInt(gc, config.GroupShareHeartbeatIntervalMs)
+	sessionMs := h.Cfg.GroupInt(gc, config.GroupShareSessionTimeoutMs)
 	fail := func(err error) Reply {
 		resp.ErrorCode, resp.ErrorMessage = code(err), errMsg(err)
 		return msg(resp)
@@ -60,7 +66,7 @@ func handleShareGroupHeartbeat(h *Handler, _ context.Context, c *Conn, r kmsg.Re
 		rack = *req.RackID
 	}
 	m, changed, err := h.shareManager().Heartbeat(req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames,
-		c.ClientID, clientHost(c), rack, shareTopics{h.Meta.Image()}, h.nowMs(), int64(cfg.GroupShareSessionTimeoutMs))
+		c.ClientID, clientHost(c), rack, shareTopics{h.Meta.Image()}, h.nowMs(), int64(sessionMs))
 	if err != nil {
 		return fail(err)
 	}

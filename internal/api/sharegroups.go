@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/metadata"
 	"github.com/gregor-project/gregor/internal/share"
 )
@@ -19,14 +20,29 @@ func (h *Handler) shareManager() *share.Manager {
 	return h.shares
 }
 
-// shareConfig is what a share-partition acts on, from the current broker configuration.
-func (h *Handler) shareConfig() share.Config {
+// shareConfig is what a share-partition of group acts on, from the current broker
+// configuration and the group's share.record.lock.duration.ms.
+func (h *Handler) shareConfig(group string) share.Config {
 	cfg := h.Cfg.Current()
 	return share.Config{
 		MaxLocks:       int(cfg.GroupSharePartitionMaxRecordLocks),
 		DeliveryLimit:  int16(cfg.GroupShareDeliveryCountLimit),
-		LockDurationMs: int64(cfg.GroupShareRecordLockDurationMs),
+		LockDurationMs: int64(cfg.GroupInt(h.groupConfigs(group), config.GroupShareRecordLockDurationMs)),
 	}
+}
+
+// groupConfigs are group's overrides (nil when it has none), as this broker's metadata
+// image holds them.
+func (h *Handler) groupConfigs(group string) map[string]string {
+	return h.Meta.Image().GroupConfigs[group]
+}
+
+// ConsumerGroupConfig is the consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+// of consumer group id (KIP-848): its overrides, else the broker's group.consumer.* values.
+// The group coordinator asks it on every heartbeat.
+func (h *Handler) ConsumerGroupConfig(id string) (sessionMs, heartbeatMs int32) {
+	m := h.groupConfigs(id)
+	return h.Cfg.GroupInt(m, config.GroupConsumerSessionTimeoutMs), h.Cfg.GroupInt(m, config.GroupConsumerHeartbeatIntervalMs)
 }
 
 // shareTopics is the metadata image as a share group's assignor sees it.
@@ -51,4 +67,20 @@ func (h *Handler) otherGroupType(id string) error {
 		return fmt.Errorf("%w: Group %s is not a share group.", kerr.GroupIDNotFound, id)
 	}
 	return nil
+}
+
+// shareKeys are group's share-partitions of every partition of topics (the ones the image
+// has), wherever they are led: those whose persisted state a deletion or a describe looks
+// up on their share coordinators.
+func (h *Handler) shareKeys(group string, topics []string) []share.Key {
+	im := h.Meta.Image()
+	var out []share.Key
+	for _, name := range topics {
+		if t := im.Topic(name); t != nil {
+			for p := range t.Partitions {
+				out = append(out, share.Key{Group: group, Topic: t.ID, Partition: p})
+			}
+		}
+	}
+	return out
 }

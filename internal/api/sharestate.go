@@ -299,3 +299,62 @@ func (h *Handler) deleteShareState(k share.Key) error {
 	}
 	return nil
 }
+
+// initializeShareState makes k's persisted state start offset start in state epoch
+// stateEpoch, with no batches, through the share coordinator (InitializeShareGroupState when
+// another broker is it), as Kafka's group coordinator resets a share-partition through its
+// persister: the partition's leader may be any broker.
+func (h *Handler) initializeShareState(k share.Key, stateEpoch int32, start int64) error {
+	if h.ShareStates == nil {
+		return nil
+	}
+	node, err := h.shareStateLeader(k)
+	if err != nil {
+		return err
+	}
+	if node == h.NodeID {
+		return h.ShareStates.Initialize(k, stateEpoch, start)
+	}
+	if h.Brokers == nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	req := kmsg.NewPtrInitializeShareGroupStateRequest()
+	req.GroupID = k.Group
+	rt := kmsg.NewInitializeShareGroupStateRequestTopic()
+	rt.TopicID = k.Topic
+	rp := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.StateEpoch, rp.StartOffset = k.Partition, stateEpoch, start
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
+	defer cancel()
+	resp, err := h.Brokers.Request(ctx, node, req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	r := resp.(*kmsg.InitializeShareGroupStateResponse)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		return kerr.CoordinatorNotAvailable
+	}
+	if c := r.Topics[0].Partitions[0].ErrorCode; c != 0 {
+		return kerr.ErrorForCode(c)
+	}
+	return nil
+}
+
+// shareStateMoved reports whether part, a share-partition this leader holds in memory, no
+// longer matches its persisted state: the state was reset in a later state epoch
+// (AlterShareGroupOffsets) or deleted (DeleteShareGroupOffsets, a deleted group) while the
+// group was empty, by a group coordinator on any broker. A leader checks when a member opens
+// a share session, so the group's next members see the reset. An unreadable state counts as
+// unchanged: the fetch goes on from memory.
+func (h *Handler) shareStateMoved(k share.Key, part *share.Part) bool {
+	if h.ShareStates == nil {
+		return false
+	}
+	s, ok, err := h.readShareStateSummary(k)
+	if err != nil {
+		return false
+	}
+	return !ok || s.StateEpoch != part.StateEpoch()
+}

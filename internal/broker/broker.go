@@ -358,6 +358,7 @@ func (b *Broker) start(startCtx context.Context) error {
 	})
 	groupCfg := group.ConfigFrom(cfg)
 	groupCfg.OnRebalance = b.metrics.Groups.Rebalanced
+	groupCfg.ConsumerGroupConfig = b.handler.ConsumerGroupConfig // group configs override group.consumer.*
 	b.handler.Groups = group.NewCoordinator(group.Options{
 		Config: groupCfg, Replicas: b.replicas, Log: log, Manual: true,
 		EnsureTopic: b.handler.EnsureOffsetsTopic, Topics: b.handler.ConsumerTopics,

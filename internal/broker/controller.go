@@ -110,9 +110,12 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 			DefaultPartitions:        cfg.NumPartitions,
 			DefaultReplicationFactor: int16(cfg.DefaultReplicationFactor),
 			UncleanLeaderElection:    cfg.UncleanLeaderElectionEnable,
-			HasLocalBroker:           cfg.IsBroker(),
-			LocalBroker:              cfg.NodeID,
-			LocalIncarnation:         b.incarnation,
+			// Group configs are bounded by this node's group.*.min/max settings, as Kafka's
+			// controller validates them against its own group coordinator config.
+			ValidateGroupConfigs: cfg.ValidateGroupConfigs,
+			HasLocalBroker:       cfg.IsBroker(),
+			LocalBroker:          cfg.NodeID,
+			LocalIncarnation:     b.incarnation,
 		},
 	})
 	if err != nil {

@@ -10,17 +10,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // `gregor configs describe|alter`: kafka-configs.sh. An entity is named as kafka-configs.sh
-// names it, with --entity-type (topics, brokers, users, clients) and --entity-name or
-// --entity-default, or with the shorthands --topic, --broker, --broker-defaults, --user,
-// --user-defaults, --client, --client-defaults. A user and a client id may be named together
+// names it, with --entity-type (topics, brokers, groups, users, clients) and --entity-name
+// or --entity-default, or with the shorthands --topic, --broker, --broker-defaults, --group,
+// --user, --user-defaults, --client, --client-defaults. A user and a client id may be named together
 // (the quota of that client id of that user).
 //
-// Topics and brokers are configs proper (DescribeConfigs, IncrementalAlterConfigs); the
-// broker default (--entity-default, --broker-defaults) is the cluster-wide dynamic config
+// Topics, brokers and groups are configs proper (DescribeConfigs, IncrementalAlterConfigs;
+// groups in configs_groups.go); the broker default (--entity-default, --broker-defaults) is the cluster-wide dynamic config
 // every broker falls back to. Users and clients have no configs of their own: as in
 // kafka-configs.sh their keys are client quotas (DescribeClientQuotas/AlterClientQuotas)
 // and, for a user, SCRAM credentials (SCRAM-SHA-256=[iterations=N,password=P];
@@ -29,6 +30,7 @@ import (
 //	gregor configs describe --topic orders [--all]
 //	gregor configs describe --entity-type brokers --entity-default
 //	gregor configs alter --broker 1 --add-config log.cleaner.threads=2
+//	gregor configs alter --entity-type groups --entity-name workers --add-config share.auto.offset.reset=earliest
 //	gregor configs alter --topic orders --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
 //	gregor configs alter --user alice --add-config 'SCRAM-SHA-256=[iterations=8192,password=secret],producer_byte_rate=1024'
 
@@ -36,6 +38,7 @@ import (
 const (
 	entityTopics  = "topics"
 	entityBrokers = "brokers"
+	entityGroups  = "groups"
 	entityUsers   = "users"
 	entityClients = "clients"
 )
@@ -61,7 +64,7 @@ func (e configEntity) String() string {
 }
 
 func (e configEntity) label() string {
-	kind := map[string]string{entityTopics: "topic", entityBrokers: "broker", entityUsers: "user-principal", entityClients: "client-id"}[e.typ]
+	kind := map[string]string{entityTopics: "topic", entityBrokers: "broker", entityGroups: "group", entityUsers: "user-principal", entityClients: "client-id"}[e.typ]
 	switch {
 	case e.isDefault && e.typ == entityBrokers:
 		return "default broker"
@@ -75,34 +78,38 @@ func (e configEntity) label() string {
 type configEntityFlags struct {
 	entityType, entityName                  string
 	entityDefault                           bool
-	topic, broker, user, client             string
+	topic, broker, group, user, client      string
 	brokerDefaults, userDefaults, clientDef bool
 }
 
 func (f *configEntityFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.entityType, "entity-type", "", "type of entity: topics, brokers, users or clients")
-	fl.StringVar(&f.entityName, "entity-name", "", "name of the entity (topic name, broker id, user principal, client id)")
+	fl.StringVar(&f.entityType, "entity-type", "", "type of entity: topics, brokers, groups, users or clients")
+	fl.StringVar(&f.entityName, "entity-name", "", "name of the entity (topic name, broker id, group id, user principal, client id)")
 	fl.BoolVar(&f.entityDefault, "entity-default", false, "the default entity of --entity-type (brokers: the cluster-wide dynamic config)")
 	fl.StringVar(&f.topic, "topic", "", "the topic (--entity-type topics --entity-name TOPIC)")
 	fl.StringVar(&f.broker, "broker", "", "the broker id (--entity-type brokers --entity-name ID)")
 	fl.BoolVar(&f.brokerDefaults, "broker-defaults", false, "the cluster-wide dynamic broker config (--entity-type brokers --entity-default)")
+	fl.StringVar(&f.group, "group", "", "the consumer or share group (--entity-type groups --entity-name GROUP)")
 	fl.StringVar(&f.user, "user", "", "the user principal (--entity-type users --entity-name USER)")
 	fl.BoolVar(&f.userDefaults, "user-defaults", false, "the default user (--entity-type users --entity-default)")
 	fl.StringVar(&f.client, "client", "", "the client id (--entity-type clients --entity-name CLIENT)")
 	fl.BoolVar(&f.clientDef, "client-defaults", false, "the default client id (--entity-type clients --entity-default)")
 	_ = cmd.RegisterFlagCompletionFunc("entity-type", cobra.FixedCompletions(
-		[]string{entityTopics, entityBrokers, entityUsers, entityClients}, cobra.ShellCompDirectiveNoFileComp))
+		[]string{entityTopics, entityBrokers, entityGroups, entityUsers, entityClients}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("topic", completeTopics)
+	_ = cmd.RegisterFlagCompletionFunc("group", completeGroups)
 	_ = cmd.RegisterFlagCompletionFunc("entity-name", completeEntityName)
 }
 
-// completeEntityName completes --entity-name from the cluster for --entity-type topics
-// and brokers (users and clients have no cheap listing).
+// completeEntityName completes --entity-name from the cluster for --entity-type topics,
+// brokers and groups (users and clients have no cheap listing).
 func completeEntityName(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	switch cmd.Flag("entity-type").Value.String() {
 	case entityTopics:
 		return completeTopics(cmd, args, toComplete)
+	case entityGroups:
+		return completeGroups(cmd, args, toComplete)
 	case entityBrokers:
 		return completeNames(cmd, toComplete, func(ctx context.Context, adm *kadm.Client) ([]string, error) {
 			bs, err := adm.ListBrokers(ctx)
@@ -130,13 +137,17 @@ func (f *configEntityFlags) entity(cmd *cobra.Command, forAlter bool) (configEnt
 	}
 	add(entityTopics, f.topic, changed("topic"), false)
 	add(entityBrokers, f.broker, changed("broker"), f.brokerDefaults)
+	add(entityGroups, f.group, changed("group"), false)
 	add(entityUsers, f.user, changed("user"), f.userDefaults)
 	add(entityClients, f.client, changed("client"), f.clientDef)
 	if f.entityType != "" {
 		switch f.entityType {
-		case entityTopics, entityBrokers, entityUsers, entityClients:
+		case entityTopics, entityBrokers, entityGroups, entityUsers, entityClients:
 		default:
-			return configEntity{}, fmt.Errorf("--entity-type %q: want topics, brokers, users or clients", f.entityType)
+			return configEntity{}, fmt.Errorf("--entity-type %q: want topics, brokers, groups, users or clients", f.entityType)
+		}
+		if f.entityType == entityGroups && f.entityDefault {
+			return configEntity{}, errors.New("groups have no default entity: a group's keys default to the brokers' group.* configs")
 		}
 		if changed("entity-name") && f.entityDefault {
 			return configEntity{}, errors.New("--entity-name and --entity-default name two entities: give one")
@@ -155,7 +166,7 @@ func (f *configEntityFlags) entity(cmd *cobra.Command, forAlter bool) (configEnt
 	var e configEntity
 	switch {
 	case len(parts) == 0:
-		return configEntity{}, errors.New("name an entity: --entity-type with --entity-name or --entity-default, or --topic, --broker, --broker-defaults, --user, --user-defaults, --client, --client-defaults")
+		return configEntity{}, errors.New("name an entity: --entity-type with --entity-name or --entity-default, or --topic, --broker, --broker-defaults, --group, --user, --user-defaults, --client, --client-defaults")
 	case len(parts) == 1:
 		e = parts[0]
 	case len(parts) == 2 && parts[0].typ == entityClients && parts[1].typ == entityUsers:
@@ -184,12 +195,12 @@ func newConfigsCommand() *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   "configs",
-		Short: "Describe and alter configs of topics, brokers, users and clients (kafka-configs.sh)",
-		Long: `Describe and alter the dynamic configs of topics and brokers (and the
-cluster-wide broker default), and the client quotas and SCRAM credentials of users and
-client ids, as kafka-configs.sh does. Each config is shown with its source
-(DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and whether it is sensitive (a sensitive value is
+		Short: "Describe and alter configs of topics, brokers, groups, users and clients (kafka-configs.sh)",
+		Long: `Describe and alter the dynamic configs of topics, brokers (and the
+cluster-wide broker default) and consumer or share groups, and the client quotas and
+SCRAM credentials of users and client ids, as kafka-configs.sh does. Each config is shown
+with its source (DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, GROUP_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and whether it is sensitive (a sensitive value is
 never sent back: it shows as null).`,
 	}
 	cf.register(cmd)
@@ -231,10 +242,11 @@ func newConfigsDescribeCommand(cf *clientFlags) *cobra.Command {
 		all bool
 	)
 	cmd := &cobra.Command{
-		Use:   "describe (--entity-type T [--entity-name N | --entity-default] | --topic T | --broker ID | --broker-defaults | --user U | --client C ...) [--all]",
+		Use:   "describe (--entity-type T [--entity-name N | --entity-default] | --topic T | --broker ID | --broker-defaults | --group G | --user U | --client C ...) [--all]",
 		Short: "Describe the configs of an entity, or of every entity of a type (kafka-configs.sh --describe)",
 		Long: `Without --all only what was set dynamically is shown: a topic's overrides, a
-broker's own dynamic configs (or the cluster-wide default's), as kafka-configs.sh does;
+broker's own dynamic configs (or the cluster-wide default's), a group's overrides, as
+kafka-configs.sh does;
 --all lists every config with its source and synonyms. With --entity-type and no name,
 every entity of the type is described.`,
 		Args:         cobra.NoArgs,
@@ -244,11 +256,13 @@ every entity of the type is described.`,
 			if err != nil {
 				return err
 			}
-			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
+			return adminClientRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, cl *kgo.Client, format string) error {
 				var descs []ConfigsDescription
 				switch e.typ {
 				case entityTopics, entityBrokers:
 					descs, err = describeResourceConfigs(ctx, adm, e, all)
+				case entityGroups:
+					descs, err = describeGroupConfigs(ctx, adm, cl, e, all)
 				default:
 					descs, err = describeQuotaConfigs(ctx, adm, e)
 				}
@@ -586,11 +600,15 @@ func newConfigsAlterCommand(cf *clientFlags) *cobra.Command {
 		dels []string
 	)
 	cmd := &cobra.Command{
-		Use:   "alter (--entity-type T (--entity-name N | --entity-default) | --topic T | --broker ID | --broker-defaults | --user U | --client C ...) [--add-config K=V,...] [--delete-config K,...]",
+		Use:   "alter (--entity-type T (--entity-name N | --entity-default) | --topic T | --broker ID | --broker-defaults | --group G | --user U | --client C ...) [--add-config K=V,...] [--delete-config K,...]",
 		Short: "Set or delete configs of an entity (kafka-configs.sh --alter)",
 		Long: `Set (--add-config k1=v1,k2=[a,b]) and delete (--delete-config k1,k2) configs of one
-entity. Topics and brokers change through IncrementalAlterConfigs, so configs not named
-keep their values; a broker key that cannot change at runtime is refused by the broker.
+entity. Topics, brokers and groups change through IncrementalAlterConfigs, so configs not
+named keep their values; a broker key that cannot change at runtime is refused by the
+broker. A group's keys are consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
+share.session.timeout.ms, share.heartbeat.interval.ms, share.record.lock.duration.ms and
+share.auto.offset.reset (latest, earliest or by_duration:<ISO-8601 duration>) and
+share.isolation.level (read_uncommitted, read_committed).
 For users and clients the keys are client quotas (producer_byte_rate,
 consumer_byte_rate, request_percentage, controller_mutation_rate) and, for a user,
 SCRAM credentials: SCRAM-SHA-256=[iterations=8192,password=secret] (deleted with
@@ -621,12 +639,14 @@ SCRAM credentials: SCRAM-SHA-256=[iterations=8192,password=secret] (deleted with
 			if len(items) == 0 && len(delKeys) == 0 {
 				return errors.New("give --add-config and/or --delete-config")
 			}
-			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
+			return adminClientRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, cl *kgo.Client, format string) error {
 				var res ConfigsAlterResult
 				var err error
 				switch e.typ {
 				case entityTopics, entityBrokers:
 					res, err = alterResourceConfigs(ctx, adm, e, items, delKeys)
+				case entityGroups:
+					res, err = alterGroupConfigs(ctx, cl, e, items, delKeys)
 				default:
 					res, err = alterQuotaConfigs(ctx, adm, e, items, delKeys)
 				}

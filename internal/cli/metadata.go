@@ -351,6 +351,8 @@ func resourceTypeName(t int8) string {
 		return "BROKER"
 	case 8:
 		return "BROKER_LOGGER"
+	case 32:
+		return "GROUP"
 	}
 	return fmt.Sprintf("TYPE_%d", t)
 }

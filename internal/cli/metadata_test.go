@@ -19,6 +19,7 @@ func TestMetadataToolE2E(t *testing.T) {
 	mustRunCLI(t, "", "topic", "create", "meta", "--partitions", "3", "--replication-factor", "1", "--config", "retention.ms=1234", "-b", b)
 	mustRunCLI(t, "", "acl", "add", "-b", b, "--allow-principal", "User:alice", "--operation", "Read", "--topic", "meta")
 	mustRunCLI(t, "", "configs", "alter", "-b", b, "--client", "app", "--add-config", "producer_byte_rate=4096")
+	mustRunCLI(t, "", "configs", "alter", "-b", b, "--group", "workers", "--add-config", "share.auto.offset.reset=earliest")
 	mustRunCLI(t, "", "configs", "alter", "-b", b, "--user", "alice", "--add-config", "SCRAM-SHA-512=[iterations=5000,password=pw]")
 	var live topicDescription
 	if err := json.Unmarshal([]byte(mustRunCLI(t, "", "topic", "describe", "meta", "-o", "json", "-b", b)), &live); err != nil {
@@ -76,7 +77,8 @@ func TestMetadataToolE2E(t *testing.T) {
 	if len(parts) != 3 || parts[0].Leader != -1 || parts[0].LeaderEpoch < 1 {
 		t.Fatalf("partitions after shutdown: %+v", parts)
 	}
-	if out := run("metadata", "configs"); !strings.Contains(out, "TOPIC") || !strings.Contains(out, "retention.ms") || !strings.Contains(out, "1234") {
+	if out := run("metadata", "configs"); !strings.Contains(out, "TOPIC") || !strings.Contains(out, "retention.ms") || !strings.Contains(out, "1234") ||
+		!strings.Contains(out, "GROUP") || !strings.Contains(out, "share.auto.offset.reset") {
 		t.Fatalf("configs:\n%s", out)
 	}
 	if out := run("metadata", "acls"); !strings.Contains(out, "TOPIC") || !strings.Contains(out, "User:alice") || !strings.Contains(out, "READ") || !strings.Contains(out, "ALLOW") {

@@ -33,7 +33,7 @@ func TestOpsToolsArgumentErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"configs", "describe"}, "name an entity"},
-		{[]string{"configs", "describe", "--entity-type", "groups"}, "--entity-type"},
+		{[]string{"configs", "describe", "--entity-type", "client-metrics"}, "--entity-type"},
 		{[]string{"configs", "describe", "--entity-name", "x"}, "need --entity-type"},
 		{[]string{"configs", "describe", "--topic", "a", "--broker", "1"}, "several entities"},
 		{[]string{"configs", "describe", "--broker", "one"}, "broker id"},

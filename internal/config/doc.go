@@ -14,6 +14,11 @@
 //     cannot honour, which stop start-up naming the key and why.
 //   - topic.go: Topic, the table of topic keys and their broker synonyms, and how a topic's
 //     effective configuration is resolved (override, then broker synonym, then default).
+//   - group.go: group configs (config resource type GROUP, Kafka's GroupConfig): the keys a
+//     consumer or share group may override, their validation against the broker's
+//     group.* min/max bounds (ValidateGroupConfigs), their effective values (GroupValue)
+//     and DescribeConfigs entries (DescribeGroup, source GROUP_CONFIG), and
+//     share.auto.offset.reset's parsing (ISO-8601 durations as Java's Duration.parse).
 //   - dynamic.go: the dynamic layers (per broker and cluster default) and which keys may
 //     change at runtime; describe.go: DescribeConfigs entries with their sources and
 //     synonyms.

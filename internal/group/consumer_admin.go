@@ -21,7 +21,8 @@ func (s *Shard) loadConsumerGroup(g *Group) {
 	}
 	g.updateSubscribed()
 	for _, m := range cg.sortedMembers() {
-		session := int64(s.cfg.ConsumerSessionTimeoutMs)
+		sessionMs, _ := s.cfg.consumerTimes(g.ID)
+		session := int64(sessionMs)
 		if m.Classic != nil {
 			session = int64(m.Classic.SessionTimeoutMs)
 		}

@@ -48,9 +48,10 @@ func hbErr(err *kerr.Error, format string, args ...any) *hbError {
 	return &hbError{err, fmt.Sprintf(format, args...)}
 }
 
-func (s *Shard) hbResponse(e *hbError) *kmsg.ConsumerGroupHeartbeatResponse {
+// hbResponse is a heartbeat answer for group, carrying its heartbeat interval.
+func (s *Shard) hbResponse(group string, e *hbError) *kmsg.ConsumerGroupHeartbeatResponse {
 	r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
-	r.HeartbeatIntervalMillis = s.cfg.ConsumerHeartbeatIntervalMs
+	_, r.HeartbeatIntervalMillis = s.cfg.consumerTimes(group)
 	if e != nil {
 		r.ErrorCode = e.err.Code
 		if e.msg != "" {
@@ -113,7 +114,7 @@ func (s *Shard) validateHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest) *hbEr
 
 func (s *Shard) consumerHeartbeat(w Waiter, req *kmsg.ConsumerGroupHeartbeatRequest, c Client) {
 	if e := s.validateHeartbeat(req); e != nil {
-		s.reply(w, s.hbResponse(e))
+		s.reply(w, s.hbResponse(req.Group, e))
 		return
 	}
 	var recs []Record
@@ -125,9 +126,9 @@ func (s *Shard) consumerHeartbeat(w Waiter, req *kmsg.ConsumerGroupHeartbeatRequ
 		resp, e = s.consumerRegularHeartbeat(req, c, &recs)
 	}
 	if e != nil {
-		resp = s.hbResponse(e)
+		resp = s.hbResponse(req.Group, e)
 	}
-	s.writeThenReply(recs, w, resp, func(err *kerr.Error) any { return s.hbResponse(&hbError{err: err}) })
+	s.writeThenReply(recs, w, resp, func(err *kerr.Error) any { return s.hbResponse(req.Group, &hbError{err: err}) })
 }
 
 // writeThenReply appends recs (if any) and then answers w with resp, or with failed(err)
@@ -353,9 +354,10 @@ func (s *Shard) consumerRegularHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest
 
 	// 3. The member's next step toward its target.
 	final := s.reconcileMember(g, nm, owned, subChanged, recs)
-	s.timers.Set(timerKey{timerConsumerSession, g.ID, final.ID}, s.now+int64(s.cfg.ConsumerSessionTimeoutMs))
+	sessionMs, _ := s.cfg.consumerTimes(g.ID)
+	s.timers.Set(timerKey{timerConsumerSession, g.ID, final.ID}, s.now+int64(sessionMs))
 
-	resp := s.hbResponse(nil)
+	resp := s.hbResponse(g.ID, nil)
 	resp.MemberID = &final.ID
 	resp.MemberEpoch = final.MemberEpoch
 	full := req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil
@@ -510,7 +512,7 @@ func (s *Shard) consumerLeave(req *kmsg.ConsumerGroupHeartbeatRequest, recs *[]R
 			return nil, hbErr(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", req.MemberID, *req.InstanceID, m.ID)
 		}
 	}
-	resp := s.hbResponse(nil)
+	resp := s.hbResponse(g.ID, nil)
 	resp.MemberID = &req.MemberID
 	resp.MemberEpoch = req.MemberEpoch
 	if req.MemberEpoch == staticLeaveEpoch {

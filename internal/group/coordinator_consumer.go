@@ -14,7 +14,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *kmsg.Cons
 	failed := func(err *kerr.Error) any {
 		r := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 		r.ErrorCode = err.Code
-		r.HeartbeatIntervalMillis = c.cfg.ConsumerHeartbeatIntervalMs
+		_, r.HeartbeatIntervalMillis = c.cfg.consumerTimes(req.Group)
 		return r
 	}
 	msg, err := c.callHeld(ctx, req.Group, failed, func(s *Shard, now int64, w Waiter) Ready {

@@ -41,6 +41,20 @@ type Config struct {
 	ConsumerMaxSize             int32    // group.consumer.max.size (unlimited)
 	ConsumerAssignors           []string // group.consumer.assignors by name, the default first (uniform, range)
 	ConsumerMigrationPolicy     string   // group.consumer.migration.policy (bidirectional)
+	// ConsumerGroupConfig, if set, returns a consumer group's session timeout and heartbeat
+	// interval: its consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+	// overrides (group configs), else the broker's. It is asked on every heartbeat, so a
+	// change applies from a member's next heartbeat; it must only read. nil:
+	// ConsumerSessionTimeoutMs and ConsumerHeartbeatIntervalMs for every group.
+	ConsumerGroupConfig func(group string) (sessionMs, heartbeatMs int32)
+}
+
+// consumerTimes is group's session timeout and heartbeat interval (ConsumerGroupConfig).
+func (c *Config) consumerTimes(group string) (sessionMs, heartbeatMs int32) {
+	if c.ConsumerGroupConfig != nil {
+		return c.ConsumerGroupConfig(group)
+	}
+	return c.ConsumerSessionTimeoutMs, c.ConsumerHeartbeatIntervalMs
 }
 
 // DefaultMaxMetadataBytes is Kafka's offset.metadata.max.bytes default.

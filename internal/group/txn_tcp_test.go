@@ -129,6 +129,13 @@ func TestTxnOffsetCommitOverTCP(t *testing.T) {
 	wantErr(t, "txn commit in a new epoch", txnCommit(t, cl, 1000, 1, 50), nil)
 	wantErr(t, "txn commit in the fenced epoch", txnCommit(t, cl, 1000, 0, 51), kerr.InvalidProducerEpoch)
 	endTxn(t, b, 1000, 1, false)
+	// The fenced write was refused by the partition, so the coordinator replays its state
+	// from the log (rollbackLocked): until then its requests get COORDINATOR_LOAD_IN_PROGRESS,
+	// which a client retries.
+	waitUntil(t, "offsets replayed after the refused write", func() bool {
+		_, code := fetchT0(t, cl, false)
+		return code != kerr.CoordinatorLoadInProgress.Code
+	})
 
 	wantErr(t, "txn commit left open", txnCommit(t, cl, 1002, 0, 77), nil)
 	b = b.Restart()

@@ -13,12 +13,13 @@ type delta struct {
 	// topicConfigs are the names of topics whose overrides changed; resolved to ids at
 	// publish time (the name may be re-used by another topic by then).
 	topicConfigs   map[string]bool
-	brokers        map[int32]bool // registered, unregistered or changed brokers
-	clusterConfigs bool           // the cluster-wide broker overrides changed
-	nodeConfigs    map[int32]bool // single brokers whose overrides changed
-	acls           bool           // an ACL was created or removed
-	scram          bool           // a SCRAM credential was set or removed
-	clientQuotas   bool           // a client quota was set or removed
+	brokers        map[int32]bool  // registered, unregistered or changed brokers
+	clusterConfigs bool            // the cluster-wide broker overrides changed
+	nodeConfigs    map[int32]bool  // single brokers whose overrides changed
+	groupConfigs   map[string]bool // groups whose overrides changed
+	acls           bool            // an ACL was created or removed
+	scram          bool            // a SCRAM credential was set or removed
+	clientQuotas   bool            // a client quota was set or removed
 }
 
 // topicDelta is what changed in one topic.
@@ -30,7 +31,7 @@ type topicDelta struct {
 
 func (d *delta) empty() bool {
 	return !d.full && len(d.topics) == 0 && len(d.topicConfigs) == 0 && len(d.brokers) == 0 &&
-		!d.clusterConfigs && len(d.nodeConfigs) == 0 && !d.acls && !d.scram && !d.clientQuotas
+		!d.clusterConfigs && len(d.nodeConfigs) == 0 && len(d.groupConfigs) == 0 && !d.acls && !d.scram && !d.clientQuotas
 }
 
 func (d *delta) topic(id state.UUID) *topicDelta {
@@ -88,6 +89,11 @@ func (d *delta) note(r state.Record) {
 				}
 				d.nodeConfigs[id] = true
 			}
+		case state.ResourceGroup:
+			if d.groupConfigs == nil {
+				d.groupConfigs = map[string]bool{}
+			}
+			d.groupConfigs[r.ResourceName] = true
 		}
 	case *state.AccessControlEntryRecord, *state.RemoveAccessControlEntryRecord:
 		d.acls = true

@@ -68,6 +68,10 @@ type Image struct {
 	// NodeConfigs are the dynamic overrides of single brokers (resource type 4, name = the
 	// broker id), by broker id. Neither map nor the inner maps are mutated.
 	NodeConfigs map[int32]map[string]string
+	// GroupConfigs are the overrides of single consumer or share groups (resource type 32,
+	// name = the group id), by group id; a group without overrides has no entry. Neither
+	// map nor the inner maps are mutated.
+	GroupConfigs map[string]map[string]string
 	// ClientQuotas are the client quotas by entity (nil when none is set). Never mutated.
 	ClientQuotas quota.Table
 	// Offset is the metadata log offset of the last batch this image reflects, -1 when none.

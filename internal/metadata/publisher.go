@@ -215,6 +215,19 @@ func (p *Publisher) patch(prev *Image, d *delta) *Image {
 			}
 		}
 	}
+	if len(d.groupConfigs) > 0 {
+		next.GroupConfigs = maps.Clone(prev.GroupConfigs)
+		if next.GroupConfigs == nil {
+			next.GroupConfigs = map[string]map[string]string{}
+		}
+		for g := range d.groupConfigs {
+			if m := cloneConfigs(p.st.Configs(state.ConfigResource{Type: state.ResourceGroup, Name: g})); m != nil {
+				next.GroupConfigs[g] = m
+			} else {
+				delete(next.GroupConfigs, g)
+			}
+		}
+	}
 	return &next
 }
 
@@ -286,6 +299,17 @@ func (p *Publisher) rebuild(prev *Image) *Image {
 	}
 	next.ClientQuotas = clientQuotas(st)
 	for _, r := range st.ConfigResources() {
+		if r.Type == state.ResourceGroup {
+			m := cloneConfigs(st.Configs(r))
+			if old, ok := prev.GroupConfigs[r.Name]; ok && maps.Equal(old, m) {
+				m = old
+			}
+			if next.GroupConfigs == nil {
+				next.GroupConfigs = map[string]map[string]string{}
+			}
+			next.GroupConfigs[r.Name] = m
+			continue
+		}
 		if r.Type != state.ResourceBroker || r.Name == "" {
 			continue
 		}

@@ -68,26 +68,42 @@
 // the state partition, else ReadShareGroupState to the broker that does) and rebuilds the
 // Partition with Restore: acknowledged and archived records never come back, records that
 // were Acquired are Available again with their delivery count kept (an acquisition is not
-// written, as in Kafka). A share-partition with no state starts at the high watermark, and
-// that start is written at once (Kafka's InitializeShareGroupState), so records acquired
-// before a crash and never acknowledged are not skipped. Each request's acknowledgements of
+// written, as in Kafka). A share-partition with no state starts where its group's
+// share.auto.offset.reset group config says (internal/config group.go; latest, the high
+// watermark, by default; earliest, the log start; by_duration:D, the first record at most D
+// old), decided then and not moved by a later change of the config; that start is written at
+// once, so records acquired before a crash and never acknowledged are not skipped. The
+// group's share.record.lock.duration.ms is read on every fetch (Partition.SetConfig), and
+// its share.isolation.level: read_committed reads up to the last stable offset and archives
+// the records of aborted transactions instead of acquiring them (AcquireSkipping). Each request's acknowledgements of
 // a partition are applied and the resulting state written (WriteShareGroupState) before the
 // answer, under the share-partition's lock; if the write fails the share-partition is put
 // back as it was (Partition.Clone) and the acknowledgement answered with the error, so an
-// answered ACCEPT is never lost. AlterShareGroupOffsets writes the new start;
-// DeleteShareGroupOffsets and deleting a share group delete the state
-// (DeleteShareGroupState). While the state cannot be read (the state partition being
+// answered ACCEPT is never lost.
+//
+// Offsets admin, on the group's coordinator, for share-partitions led anywhere, as Kafka's
+// group coordinator works through its persister: AlterShareGroupOffsets initializes each
+// share-partition's state on its share coordinator at the new start in the next state epoch
+// (InitializeShareGroupState); DeleteShareGroupOffsets deletes the state of every partition
+// of the topics named, and deleting a share group that of every partition of the topics its
+// members subscribed to (Group.Subscribed) (DeleteShareGroupState); DescribeShareGroupOffsets
+// reads the summaries (ReadShareGroupStateSummary) of the partitions it does not hold. A
+// leader holding a share-partition in memory learns of a reset or deletion when a member
+// opens a share session (ShareFetch epoch 0): it compares its state epoch with the
+// persisted one and, if they differ or the state is gone, drops what it holds
+// (Manager.Drop) and reads the state back, or starts afresh. While the state cannot be read (the state partition being
 // elected or loaded) a fetch answers the partition NOT_LEADER_OR_FOLLOWER, which Kafka's
 // share consumer retries.
 //
 // Not persisted yet: releases and lock expiries (their records are Available after a restart
 // anyway; only their delivery counts may be lower), share group membership on the group
-// coordinator (members rejoin after it moves), and the state epoch's bump on a reset. The
-// share coordinator serves InitializeShareGroupState (Initialize: a start offset in a state
-// epoch, no batches, an older state epoch fenced) and ReadShareGroupStateSummary (Read
-// without the batches) between brokers; DescribeShareGroupOffsets asks for the summary of
-// a named share-partition this broker does not hold (lag -1), and the first fetch of a new
-// share-partition still writes its start with WriteShareGroupState. Two first fetches racing on a new
+// coordinator (members rejoin after it moves; the topics a group subscribed to, which
+// deleting it uses, too). The share coordinator serves InitializeShareGroupState
+// (Initialize: a start offset in a state epoch, no batches, an older state epoch fenced) and
+// ReadShareGroupStateSummary (Read without the batches) between brokers;
+// DescribeShareGroupOffsets gives no lag (-1) for a share-partition it does not hold, and
+// the first fetch of a new share-partition still writes its start with
+// WriteShareGroupState. Two first fetches racing on a new
 // share-partition may persist different high watermarks as its start; the one installed
 // wins in memory, and the first acknowledgement writes its state.
 package share

@@ -50,10 +50,18 @@ type Group struct {
 	ID      string
 	Epoch   int32
 	Members map[string]*Member
+	// Subscribed is every topic a member of the group subscribed to since the group was
+	// made on this coordinator (the members may have left since): the topics whose
+	// share-partitions may have state, which deleting the group and describing its offsets
+	// look up on the share coordinators, as Kafka's coordinator keeps the group's
+	// initialized share-partitions.
+	Subscribed map[string]bool
 }
 
 // NewGroup is an empty share group.
-func NewGroup(id string) *Group { return &Group{ID: id, Members: map[string]*Member{}} }
+func NewGroup(id string) *Group {
+	return &Group{ID: id, Members: map[string]*Member{}, Subscribed: map[string]bool{}}
+}
 
 // Heartbeat is one ShareGroupHeartbeat: epoch 0 joins (member id chosen by the client), -1
 // leaves, otherwise it must carry the member's current epoch. topics nil keeps the
@@ -93,6 +101,9 @@ func (g *Group) Heartbeat(id string, epoch int32, topics []string, client, host,
 		if !slices.Equal(sorted, m.Topics) {
 			m.Topics = sorted
 			bump = true
+		}
+		for _, t := range sorted {
+			g.Subscribed[t] = true
 		}
 	}
 	want := assign(m.Topics, meta)

@@ -317,17 +317,18 @@ func (m *Manager) Has(id string) bool {
 }
 
 // Delete removes an empty share group and its share-partitions' state here; it returns
-// the share-partitions dropped, whose persisted state the caller deletes.
-func (m *Manager) Delete(id string, nowMs int64) ([]Key, error) {
+// the share-partitions dropped here and the topics the group subscribed to, whose
+// share-partitions' persisted state (wherever they are led) the caller deletes.
+func (m *Manager) Delete(id string, nowMs int64) ([]Key, []string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.mu.groups[id]
 	if g == nil {
-		return nil, ErrNoGroup
+		return nil, nil, ErrNoGroup
 	}
 	g.Expire(nowMs)
 	if len(g.Members) > 0 {
-		return nil, ErrGroupNotEmpty
+		return nil, nil, ErrGroupNotEmpty
 	}
 	delete(m.mu.groups, id)
 	var gone []Key
@@ -337,7 +338,27 @@ func (m *Manager) Delete(id string, nowMs int64) ([]Key, error) {
 			gone = append(gone, k)
 		}
 	}
-	return gone, nil
+	return gone, sortedNames(g.Subscribed), nil
+}
+
+// Subscribed returns the topics group's members have subscribed to (Group.Subscribed),
+// sorted; nil when this coordinator has no such group.
+func (m *Manager) Subscribed(group string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.mu.groups[group]; g != nil {
+		return sortedNames(g.Subscribed)
+	}
+	return nil
+}
+
+func sortedNames(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Summary is a share-partition's progress, for DescribeShareGroupOffsets.
@@ -390,33 +411,22 @@ func (m *Manager) emptyLocked(id string, nowMs int64) error {
 	return nil
 }
 
-// SetStart starts group's share-partition k over at start (AlterShareGroupOffsets), as led in
-// leaderEpoch; the group must exist and have no members.
-func (m *Manager) SetStart(k Key, leaderEpoch int32, cfg Config, start, nowMs int64) error {
+// Reset makes p, just persisted in stateEpoch (AlterShareGroupOffsets of a partition led
+// here in leaderEpoch), the share-partition of k, replacing what was held.
+func (m *Manager) Reset(k Key, leaderEpoch, stateEpoch int32, p *Partition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.emptyLocked(k.Group, nowMs); err != nil {
-		return err
-	}
-	m.mu.parts[k] = &Part{p: NewPartition(cfg, start), leaderEpoch: leaderEpoch}
-	return nil
+	m.mu.parts[k] = &Part{p: p, leaderEpoch: leaderEpoch, stateEpoch: stateEpoch}
 }
 
-// Forget drops the state of group's share-partitions of topic (DeleteShareGroupOffsets); the
-// group must exist and have no members. It returns the share-partitions dropped, whose
-// persisted state the caller deletes.
-func (m *Manager) Forget(group string, topic [16]byte, nowMs int64) ([]Key, error) {
+// Drop forgets the share-partition of k held in memory here, if it is still old (nil:
+// whatever is held): its persisted state was reset or deleted (AlterShareGroupOffsets,
+// DeleteShareGroupOffsets, through the share coordinator), so the next fetch reads that
+// state back, or starts afresh, instead of serving stale records.
+func (m *Manager) Drop(k Key, old *Part) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.emptyLocked(group, nowMs); err != nil {
-		return nil, err
+	if cur := m.mu.parts[k]; cur != nil && (old == nil || cur == old) {
+		delete(m.mu.parts, k)
 	}
-	var gone []Key
-	for k := range m.mu.parts {
-		if k.Group == group && k.Topic == topic {
-			delete(m.mu.parts, k)
-			gone = append(gone, k)
-		}
-	}
-	return gone, nil
 }

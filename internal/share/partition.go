@@ -84,6 +84,11 @@ func NewPartition(cfg Config, start int64) *Partition {
 	return &Partition{cfg: cfg, start: start}
 }
 
+// SetConfig makes cfg what p acts on from now on (a group's share.record.lock.duration.ms
+// and the broker's group.share.* settings may change at any time): locks taken later expire
+// after the new LockDurationMs; locks already held keep their deadlines.
+func (p *Partition) SetConfig(cfg Config) { p.cfg = cfg }
+
 // Start is the share-partition start offset: every record below it is acknowledged or
 // archived.
 func (p *Partition) Start() int64 { return p.start }
@@ -142,9 +147,21 @@ func (p *Partition) FirstAvailable(nowMs, limit int64) int64 {
 // watermark, or the end of the batches read), while the window stays within MaxLocks. Locks
 // expire at nowMs + LockDurationMs. It returns the runs acquired, in offset order.
 func (p *Partition) Acquire(member string, nowMs, limit int64, max int) []Run {
+	return p.AcquireSkipping(member, nowMs, limit, max, nil)
+}
+
+// AcquireSkipping is Acquire where the Available offsets skip reports (records of aborted
+// transactions, for a read_committed share group) are archived instead of acquired, as
+// Kafka's share-partition archives them: never delivered, not counted against max.
+func (p *Partition) AcquireSkipping(member string, nowMs, limit int64, max int, skip func(off int64) bool) []Run {
 	p.Expire(nowMs)
+	defer p.advance()
 	var out []Run
 	take := func(off int64, r *record) {
+		if skip != nil && skip(off) {
+			r.state, r.owner, r.deadline = Archived, "", 0
+			return
+		}
 		r.state, r.owner, r.deadline = Acquired, member, nowMs+p.cfg.LockDurationMs
 		r.deliveries++
 		if n := len(out); n > 0 && out[n-1].Last == off-1 && out[n-1].Deliveries == r.deliveries {

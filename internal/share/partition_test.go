@@ -233,3 +233,29 @@ func checkRestore(t *testing.T, p *Partition) {
 		}
 	}
 }
+
+// AcquireSkipping archives the offsets skip names (a read_committed group's aborted
+// transactions) instead of handing them out: they are never delivered, do not count against
+// max, and the start moves past them once nothing before them is in play.
+func TestPartitionAcquireSkipping(t *testing.T) {
+	p := NewPartition(Config{MaxLocks: 100, DeliveryLimit: 5, LockDurationMs: 1000}, 0)
+	aborted := func(off int64) bool { return off >= 2 && off <= 4 }
+	runs := p.AcquireSkipping("a", 0, 10, 3, aborted)
+	if len(runs) != 2 || runs[0] != (Run{0, 1, 1}) || runs[1] != (Run{5, 5, 1}) {
+		t.Fatalf("runs %+v, want 0-1 and 5 (2-4 archived, not counted against max 3)", runs)
+	}
+	for off := int64(2); off <= 4; off++ {
+		if st, n := p.StateOf(off); st != Archived || n != 0 {
+			t.Fatalf("offset %d: %v delivered %d times, want Archived never delivered", off, st, n)
+		}
+	}
+	if err := p.Acknowledge("a", 0, 1, AckAccept, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.Start() != 5 {
+		t.Fatalf("start %d after 0-1 accepted, want 5 (past the archived 2-4)", p.Start())
+	}
+	if got := p.AcquireSkipping("b", 0, 10, 10, aborted); len(got) != 1 || got[0] != (Run{6, 9, 1}) {
+		t.Fatalf("b acquired %+v, want 6-9", got)
+	}
+}

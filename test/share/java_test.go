@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -337,5 +338,72 @@ func TestJavaShareConsumersThreeBrokers(t *testing.T) {
 	got := readChecksPartitions(t, cmd, replay, stderr)
 	if len(got) != 3 {
 		t.Fatalf("records from partitions %v, want all three", got)
+	}
+}
+
+// Kafka's Admin sets share.auto.offset.reset on a GROUP config resource and describes it
+// back (DYNAMIC_GROUP_CONFIG), an invalid value is InvalidConfigurationException; then a new
+// KafkaShareConsumer of that group reads the records produced before it joined, while one of
+// a group left at the default (latest) receives only what is produced after it started.
+func TestJavaShareAutoOffsetReset(t *testing.T) {
+	buildCheck(t)
+	b := testutil.StartBroker(t, "group.initial.rebalance.delay.ms=0", "offsets.topic.num.partitions=1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("backlog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "backlog"); err != nil {
+		t.Fatal(err)
+	}
+	const before = 10
+	var rs []*kgo.Record
+	for i := range before {
+		rs = append(rs, kgo.StringRecord(fmt.Sprint(i)))
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	admin, adminLines, adminErr := startCheck(ctx, t, "groupconfig", b.Addr(), "java-early", "share.auto.offset.reset", "earliest")
+	var described []string
+	sawInvalid := false
+	for line := range adminLines {
+		switch {
+		case strings.HasPrefix(line, "C "):
+			described = append(described, line)
+		case line == "E InvalidConfigurationException":
+			sawInvalid = true
+		}
+	}
+	if err := admin.Wait(); err != nil {
+		t.Fatalf("admin: %v\n%s", err, adminErr.String())
+	}
+	if !slices.Contains(described, "C share.auto.offset.reset earliest DYNAMIC_GROUP_CONFIG") ||
+		!slices.Contains(described, "C share.session.timeout.ms 45000 DEFAULT_CONFIG") {
+		t.Fatalf("describeConfigs of the group: %v", described)
+	}
+	if !sawInvalid {
+		t.Fatalf("an invalid share.auto.offset.reset was not refused with InvalidConfigurationException:\n%s", adminErr.String())
+	}
+
+	// earliest: the backlog is read.
+	cmd, lines, stderr := startCheck(ctx, t, b.Addr(), "backlog", "java-early", "1", fmt.Sprint(before), "60")
+	readChecks(t, cmd, lines, stderr, before)
+
+	// latest (no group config): only a record produced once the consumer started.
+	cmd, lines, stderr = startCheck(ctx, t, b.Addr(), "backlog", "java-late", "1", "1", "60")
+	waitShareReady(ctx, t, cl, "java-late", 1)
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("after")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := readChecksPartitions(t, cmd, lines, stderr)[0]
+	if len(got) != 1 {
+		t.Fatalf("the default group received offsets %v, want only %d", got, before)
+	}
+	if _, ok := got[before]; !ok {
+		t.Fatalf("the default group received offsets %v, want only %d", got, before)
 	}
 }

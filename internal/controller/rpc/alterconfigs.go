@@ -11,9 +11,10 @@ import (
 )
 
 // AlterConfigs v0-v2 and IncrementalAlterConfigs v0-v1 -> state.Controller.AlterConfigs,
-// for topic resources and broker resources (name "" is the cluster-wide default, else a
-// broker id); the state machine refuses other resource types with INVALID_REQUEST and
-// validates keys and values (INVALID_CONFIG). A null value is INVALID_CONFIG, except for an
+// for topic resources, broker resources (name "" is the cluster-wide default, else a
+// broker id) and group resources (type 32, a group's overrides; never name ""); the state
+// machine refuses other resource types with INVALID_REQUEST and validates keys and values
+// (INVALID_CONFIG; a group's whole set against this node's group.* bounds). A null value is INVALID_CONFIG, except for an
 // incremental DELETE, which takes none.
 
 func handleAlterConfigs(h *Handler, ctx context.Context, r kmsg.Request) kmsg.Response {

@@ -192,6 +192,10 @@ func (im *Image) applyConfig(r *ConfigRecord) error {
 			return reject("config of topic %q: unknown topic", r.ResourceName)
 		}
 	case ResourceBroker:
+	case ResourceGroup:
+		if r.ResourceName == "" {
+			return reject("config of the default group")
+		}
 	default:
 		return reject("config resource type %d", r.ResourceType)
 	}

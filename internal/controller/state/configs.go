@@ -1,6 +1,8 @@
 package state
 
 import (
+	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,8 +29,9 @@ type ConfigChange struct {
 	Value string
 }
 
-// AlterConfigsResource is the changes to one resource (ResourceTopic, or ResourceBroker
-// with name "" for the cluster-wide default or a broker id).
+// AlterConfigsResource is the changes to one resource (ResourceTopic, ResourceBroker with
+// name "" for the cluster-wide default or a broker id, or ResourceGroup: a group's overrides,
+// which may be set before the group exists, as in Kafka).
 type AlterConfigsResource struct {
 	Type    int8
 	Name    string
@@ -91,6 +94,11 @@ func (c *Controller) alterResource(r AlterConfigsResource, incremental bool) ([]
 			}
 		}
 		validate = c.cfg.ValidateBrokerConfig
+	case ResourceGroup:
+		if r.Name == "" {
+			return nil, errf(kerr.InvalidRequest, "Default group resources are not allowed.")
+		}
+		validate = func(string, string) error { return nil } // the whole set is checked below
 	default:
 		return nil, errf(kerr.InvalidRequest, "config resource type %d is not supported", r.Type)
 	}
@@ -112,6 +120,10 @@ func (c *Controller) alterResource(r AlterConfigsResource, incremental bool) ([]
 		case OpDelete:
 			next[ch.Key] = nil
 		case OpAppend, OpSubtract:
+			if r.Type == ResourceGroup { // no group key is a list, as Kafka's schema says
+				name := map[ConfigOp]string{OpAppend: "APPEND", OpSubtract: "SUBTRACT"}[op]
+				return nil, errf(kerr.InvalidConfig, "Can't %s to key %s because its type is not LIST.", name, ch.Key)
+			}
 			items := splitList(current[ch.Key])
 			for _, it := range splitList(ch.Value) {
 				has := slices.Contains(items, it)
@@ -142,6 +154,22 @@ func (c *Controller) alterResource(r AlterConfigsResource, incremental bool) ([]
 			}
 		}
 	}
+	if r.Type == ResourceGroup {
+		after := maps.Clone(current)
+		if after == nil {
+			after = map[string]string{}
+		}
+		for k, v := range next {
+			if v == nil {
+				delete(after, k)
+			} else {
+				after[k] = *v
+			}
+		}
+		if err := c.cfg.ValidateGroupConfigs(after); err != nil {
+			return nil, errf(kerr.InvalidConfig, "%v", groupConfigReason(err))
+		}
+	}
 	var recs []Record
 	for _, k := range sortedKeys(next) {
 		v := next[k]
@@ -164,4 +192,14 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// groupConfigReason is the message of a refused group config: Kafka's own wording, without
+// the key prefix config.Error adds.
+func groupConfigReason(err error) string {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return err.Error()
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// and CreateTopics (defaults: the config package's rules).
 	ValidateTopicConfig  func(key, value string) error
 	ValidateBrokerConfig func(key, value string) error
+	// ValidateGroupConfigs checks a group's whole set of overrides, as it would be after a
+	// change (default: the config package's rules against Kafka's default group.* bounds;
+	// the broker passes its own configuration's).
+	ValidateGroupConfigs func(m map[string]string) error
 	// NewUUID makes topic ids (default RandomUUID). Tests pass a deterministic source.
 	NewUUID func() UUID
 	// LocalBroker is the broker in this controller's own process (a combined node), with
@@ -84,6 +88,9 @@ func (cfg *Config) setDefaults() {
 	if cfg.ValidateBrokerConfig == nil {
 		def := config.Default()
 		cfg.ValidateBrokerConfig = def.ValidateDynamic
+	}
+	if cfg.ValidateGroupConfigs == nil {
+		cfg.ValidateGroupConfigs = config.Default().ValidateGroupConfigs
 	}
 	if cfg.NewUUID == nil {
 		cfg.NewUUID = RandomUUID

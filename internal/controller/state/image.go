@@ -108,7 +108,8 @@ func (p *Partition) Original() []int32 {
 // Config resource types, as Kafka numbers them in DescribeConfigs and AlterConfigs.
 const (
 	ResourceTopic  int8 = 2
-	ResourceBroker int8 = 4 // name "" is the cluster-wide default, else a broker id
+	ResourceBroker int8 = 4  // name "" is the cluster-wide default, else a broker id
+	ResourceGroup  int8 = 32 // a consumer or share group's overrides (KIP-848, KIP-932); never name ""
 )
 
 // ConfigResource names a set of config overrides.

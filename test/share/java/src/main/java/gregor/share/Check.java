@@ -8,9 +8,14 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
@@ -23,15 +28,25 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *
  * Usage: Check bootstrap topic group consumers records timeoutSeconds
  *        Check hold bootstrap topic group
+ *        Check groupconfig bootstrap group key value
  *
  * In hold mode one consumer with explicit acknowledgement polls until it receives records,
  * prints "H offset deliveryCount" for each and "HELD", and then holds them unacknowledged
  * until the process is killed.
+ *
+ * In groupconfig mode the Admin client sets key=value on the group's config resource
+ * (incrementalAlterConfigs on ConfigResource.Type.GROUP), prints "C name value source" for
+ * every config describeConfigs returns for the group, then tries to set key to an invalid
+ * value and prints "E " and the exception's class name.
  */
 public final class Check {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("hold")) {
             hold(args[1], args[2], args[3]);
+            return;
+        }
+        if (args[0].equals("groupconfig")) {
+            groupConfig(args[1], args[2], args[3], args[4]);
             return;
         }
         String bootstrap = args[0], topic = args[1], group = args[2];
@@ -108,5 +123,28 @@ public final class Check {
             System.out.flush();
             Thread.sleep(Long.MAX_VALUE);
         }
+    }
+
+    private static void groupConfig(String bootstrap, String group, String key, String value) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+        try (Admin admin = Admin.create(p)) {
+            admin.incrementalAlterConfigs(java.util.Map.of(res,
+                List.of(new AlterConfigOp(new ConfigEntry(key, value), AlterConfigOp.OpType.SET)))).all().get();
+            Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
+            for (ConfigEntry e : cfg.entries()) {
+                System.out.println("C " + e.name() + " " + e.value() + " " + e.source());
+            }
+            try {
+                admin.incrementalAlterConfigs(java.util.Map.of(res,
+                    List.of(new AlterConfigOp(new ConfigEntry(key, "not-valid"), AlterConfigOp.OpType.SET)))).all().get();
+                System.out.println("E none");
+            } catch (java.util.concurrent.ExecutionException e) {
+                System.out.println("E " + e.getCause().getClass().getSimpleName());
+            }
+        }
+        System.out.println("DONE");
+        System.out.flush();
     }
 }
