@@ -39,7 +39,8 @@ func (c *conn) secure() bool {
 		}
 		cs = &st
 	} else if cfg := l.TLS(); cfg != nil {
-		tc := tls.Server(c.nc, cfg)
+		c.wire = security.NewWire(c.nc)
+		tc := tls.Server(c.wire, cfg)
 		if idle := c.srv.limits.MaxIdle; idle >= 0 {
 			if err := c.nc.SetDeadline(time.Now().Add(idle)); err != nil {
 				return false
@@ -164,7 +165,7 @@ func (c *conn) rawToken(ctx context.Context, frame []byte) bool {
 	b = append(b, out...)
 	werr := c.armWrite()
 	if werr == nil {
-		_, werr = c.nc.Write(b)
+		werr = c.write(b)
 	}
 	c.recycle(b)
 	if werr != nil {
