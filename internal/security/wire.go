@@ -10,19 +10,21 @@ import (
 // Wire is the TCP connection under a TLS connection's crypto/tls.Conn. crypto/tls moves
 // one record (at most 16 KiB of data) per system call each way: it reads the socket into
 // its record buffer a few KiB at a time, and writes each record it seals with its own
-// write. A 1 MiB produce request was thus some 30 reads, a 1 MiB fetch answer 64 writes,
-// each a trip through the TCP stack (and on the way out one segment and one wake-up of the
-// reader per record). Wire batches both ways:
+// write. A 1 MiB request or answer was thus 64 writes, each a trip through the TCP stack
+// and a wake-up of the reader, which then read about one record per system call. Wire
+// batches both ways:
 //
-//   - Reads: a read smaller than wireChunk is served from a buffer filled by reads of up to
-//     wireChunk, so one system call brings several records. The buffer is taken from
-//     wirePool when a read fills the caller's slice (more bytes are likely waiting) and
-//     given back as soon as it is empty, so a connection waiting for its next request holds
-//     none: idle connections stay as cheap as without TLS.
+//   - Reads: once a read fills the caller's slice (more bytes are likely waiting), reads
+//     are served from a buffer filled by reads of up to wireChunk, so one system call brings
+//     several records. The buffer is taken from wirePool then and given back once a read
+//     drains it wanting more, so a connection waiting for its next request holds none: idle
+//     connections stay as cheap as without TLS.
 //   - Writes: between Cork and Uncork (around one tls.Conn.Write: a request or an answer),
 //     the records crypto/tls writes are gathered and written wireChunk at a time; Uncork
-//     writes the rest. Writes outside a cork (the handshake, which crypto/tls gathers itself, and the
-//     close_notify alert of Close) go straight to the socket.
+//     writes the rest. Writes outside a cork (the handshake, which crypto/tls gathers
+//     itself) go straight to the socket; a close_notify alert a Close on another goroutine
+//     writes during a cork leaves with the gathered records, or not at all once the socket
+//     is closed.
 //
 // Reads come from crypto/tls under its input lock, so the read side needs no lock of its
 // own. Writes come from the writer's goroutine and from a Close on another one (its alert),
@@ -139,7 +141,7 @@ func (t *Wire) Write(p []byte) (int, error) {
 }
 
 // WireConn is a TLS connection over a Wire whose every Write is corked: a request of
-// 1 MiB leaves in 16 writes of 64 KiB instead of 64 of one record each. Clients use it (the
+// 1 MiB leaves in 8 writes of eight records instead of 64 of one record each. Clients use it (the
 // command-line tools' franz-go dialer); the server corks its answers itself.
 type WireConn struct {
 	*tls.Conn
