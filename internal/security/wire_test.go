@@ -188,8 +188,7 @@ func TestWireCloseWhileCorked(t *testing.T) {
 func BenchmarkTLSStream(b *testing.B) {
 	for _, mode := range []string{"tls", "wire", "wire-read", "wire-write"} {
 		b.Run(mode, func(b *testing.B) {
-			t := &testing.T{}
-			cert := selfSigned(t, "broker", "localhost")
+			cert := selfSigned(b, "broker", "localhost")
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)
