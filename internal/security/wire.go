@@ -9,22 +9,24 @@ import (
 
 // Wire is the TCP connection under a TLS connection's crypto/tls.Conn. crypto/tls moves
 // one record (at most 16 KiB of data) per system call each way: it reads the socket into
-// its record buffer a few KiB at a time, and writes each record it seals with its own
-// write. A 1 MiB request or answer was thus 64 writes, each a trip through the TCP stack
-// and a wake-up of the reader, which then read about one record per system call. Wire
-// batches both ways:
+// its record buffer about a record at a time, and writes each record it seals with its own
+// write. A 1 MiB request was thus 64 writes, each waking the reader, which read about one
+// record per system call. Wire batches both ways:
 //
 //   - Reads: once a read fills the caller's slice (more bytes are likely waiting), reads
 //     are served from a buffer filled by reads of up to wireChunk, so one system call brings
 //     several records. The buffer is taken from wirePool then and given back once a read
 //     drains it wanting more, so a connection waiting for its next request holds none: idle
-//     connections stay as cheap as without TLS.
-//   - Writes: between Cork and Uncork (around one tls.Conn.Write: a request or an answer),
-//     the records crypto/tls writes are gathered and written wireChunk at a time; Uncork
-//     writes the rest. Writes outside a cork (the handshake, which crypto/tls gathers
-//     itself) go straight to the socket; a close_notify alert a Close on another goroutine
-//     writes during a cork leaves with the gathered records, or not at all once the socket
-//     is closed.
+//     connections stay as cheap as without TLS. The broker's listeners read through a Wire.
+//   - Writes: between Cork and Uncork (around one tls.Conn.Write: a request), the records
+//     crypto/tls writes are gathered and written wireChunk at a time; Uncork writes the
+//     rest. Clients cork (WireConn: the command-line tools, the broker's own connections),
+//     which moves CPU from the broker, which reads fewer and larger chunks, to the client,
+//     which copies its records once more. The broker does not cork its answers: for a fetch
+//     that cost it more than the system calls it saved. Writes outside a cork (the
+//     handshake, which crypto/tls gathers itself) go straight to the socket; a close_notify
+//     alert a Close on another goroutine writes during a cork leaves with the gathered
+//     records, or not at all once the socket is closed.
 //
 // Reads come from crypto/tls under its input lock, so the read side needs no lock of its
 // own. Writes come from the writer's goroutine and from a Close on another one (its alert),

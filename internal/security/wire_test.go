@@ -117,7 +117,7 @@ func TestWireBatchesRecords(t *testing.T) {
 	}
 	srv.SetReadDeadline(time.Time{})
 
-	// The server's answer, corked as the broker corks it.
+	// A corked write from the server side, as a WireConn corks its requests.
 	before = srvTCP.writes.Load()
 	srvWire.Cork()
 	if _, err := srv.Write(got); err != nil {

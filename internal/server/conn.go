@@ -36,7 +36,6 @@ type conn struct {
 	out  []byte // response encoding buffer, reused
 	info Conn
 	log  *slog.Logger
-	wire *security.Wire    // under nc when the server runs the TLS handshake; nil without
 	sess *security.Session // nil on a listener without security (every connection ANONYMOUS)
 	slot *ConnSlot         // the connection's place in the connection limits; nil without them
 
@@ -251,7 +250,7 @@ func (c *conn) writeMsg(h header, resp kmsg.Response, version int16, flexHeader 
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	err := c.armWrite()
 	if err == nil {
-		err = c.write(b)
+		_, err = c.nc.Write(b)
 	}
 	c.recycle(b)
 	if err != nil {
@@ -324,7 +323,7 @@ func (c *conn) writeRaw(h header, raw *Raw, flex bool) bool {
 		}
 		err := c.armWrite()
 		if err == nil {
-			err = c.write(pending)
+			_, err = c.nc.Write(pending)
 		}
 		pending = pending[:0]
 		if err != nil {
@@ -364,21 +363,6 @@ func (c *conn) writeRaw(h header, raw *Raw, flex bool) bool {
 		}
 	}
 	return flush()
-}
-
-// write writes b to the connection; over TLS its records leave in a few large writes
-// (security.Wire) rather than one system call each.
-func (c *conn) write(b []byte) error {
-	if c.wire == nil {
-		_, err := c.nc.Write(b)
-		return err
-	}
-	c.wire.Cork()
-	_, err := c.nc.Write(b)
-	if ferr := c.wire.Uncork(); err == nil {
-		err = ferr
-	}
-	return err
 }
 
 // readInto appends n bytes of f from pos to b (pread: the file's shared offset is not used).
