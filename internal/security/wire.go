@@ -50,6 +50,9 @@ const wireChunk = 8 * (5 + 1<<14 + 2048)
 var wirePool = sync.Pool{New: func() any { b := make([]byte, wireChunk); return &b }}
 
 func (t *Wire) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	if t.rbuf == nil {
 		if len(p) >= wireChunk {
 			return t.Conn.Read(p)
