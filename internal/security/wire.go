@@ -146,8 +146,11 @@ func (t *Wire) Write(p []byte) (int, error) {
 }
 
 // WireConn is a TLS connection over a Wire whose every Write is corked: a request of
-// 1 MiB leaves in 8 writes of eight records instead of 64 of one record each. Clients use it (the
-// command-line tools' franz-go dialer); the server corks its answers itself.
+// 1 MiB leaves in 8 writes of eight records instead of 64 of one record each. Clients use
+// it (the command-line tools' franz-go dialer, Client.Wrap); the server does not cork. Writes
+// may come from several goroutines: every byte passes through the Wire under its lock in
+// the order crypto/tls sealed it, so a Write that ends another's cork early costs batching,
+// never order.
 type WireConn struct {
 	*tls.Conn
 	wire *Wire
