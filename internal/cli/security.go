@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -83,7 +86,16 @@ func clientSecurityOpts(props map[string]string, path string) ([]kgo.Opt, error)
 		if err != nil {
 			return nil, fmt.Errorf("--command-config %s: %w", path, err)
 		}
-		opts = append(opts, kgo.DialTLSConfig(cfg))
+		// Over a security.Wire: each request leaves in writes of several TLS records, not
+		// one system call per record.
+		d := &net.Dialer{Timeout: 10 * time.Second} // franz-go's own dial timeout
+		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			c, err := security.DialWire(ctx, d, network, host, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}))
 	default:
 		return nil, fmt.Errorf("--command-config %s: security.protocol %q is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", path, props["security.protocol"])
 	}

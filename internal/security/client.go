@@ -96,8 +96,8 @@ func NewClient(listener, protocol string, values, setKey map[string]string, mech
 	return c, nil
 }
 
-// Wrap runs the TLS handshake on nc (when the client has TLS); host is what the server's
-// certificate must name.
+// Wrap runs the TLS handshake on nc (when the client has TLS) over a Wire; host is what the
+// server's certificate must name.
 func (c *Client) Wrap(ctx context.Context, nc net.Conn, host string) (net.Conn, error) {
 	if c == nil || c.TLS == nil {
 		return nc, nil
@@ -106,11 +106,12 @@ func (c *Client) Wrap(ctx context.Context, nc net.Conn, host string) (net.Conn, 
 	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
 		cfg.ServerName = host
 	}
-	tc := tls.Client(nc, cfg)
+	w := NewWire(nc) // records batched per system call (replication fetches are large)
+	tc := tls.Client(w, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, fmt.Errorf("TLS handshake with %s: %w", nc.RemoteAddr(), err)
 	}
-	return tc, nil
+	return &WireConn{Conn: tc, wire: w}, nil
 }
 
 // RoundTrip sends one request on a connection being authenticated and returns its answer.

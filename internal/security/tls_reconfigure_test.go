@@ -14,7 +14,7 @@ import (
 )
 
 // selfSigned is a key pair for cn with DNS names dns.
-func selfSigned(t *testing.T, cn string, dns ...string) tls.Certificate {
+func selfSigned(t testing.TB, cn string, dns ...string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -398,6 +398,9 @@ func TestSSLDynamicRotationAcrossBrokers(t *testing.T) {
 		"listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
 		p + "ssl.keystore.type=PEM", p + "ssl.truststore.type=PEM", p + "ssl.truststore.location=" + oldCA.TrustPEM(),
 	}, NodeSets: map[int32][]string{1: node(1), 2: node(2)}})
+	// Both brokers unfenced before either is addressed by id: a broker still fenced is not
+	// in Metadata, and the client would not know it.
+	c.WaitBrokersReady(t, 30*time.Second)
 	cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 	ctx := ctxT(t)
