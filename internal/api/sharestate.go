@@ -109,9 +109,6 @@ func (h *Handler) readShareState(k share.Key, leaderEpoch int32) (share.Partitio
 	if node == h.NodeID {
 		return h.ShareStates.Read(k, leaderEpoch)
 	}
-	if h.Brokers == nil {
-		return share.PartitionState{}, false, kerr.CoordinatorNotAvailable
-	}
 	req := kmsg.NewPtrReadShareGroupStateRequest()
 	req.GroupID = k.Group
 	rt := kmsg.NewReadShareGroupStateRequestTopic()
@@ -120,13 +117,10 @@ func (h *Handler) readShareState(k share.Key, leaderEpoch int32) (share.Partitio
 	rp.Partition, rp.LeaderEpoch = k.Partition, leaderEpoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
-	defer cancel()
-	resp, err := h.Brokers.Request(ctx, node, req)
+	r, err := askShareCoordinator[*kmsg.ReadShareGroupStateResponse](h, node, req)
 	if err != nil {
-		return share.PartitionState{}, false, fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		return share.PartitionState{}, false, err
 	}
-	r := resp.(*kmsg.ReadShareGroupStateResponse)
 	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 		return share.PartitionState{}, false, kerr.CoordinatorNotAvailable
 	}
@@ -164,9 +158,6 @@ func (h *Handler) readShareStateSummary(k share.Key) (share.PartitionState, bool
 		s.Batches = nil
 		return s, ok, err
 	}
-	if h.Brokers == nil {
-		return share.PartitionState{}, false, kerr.CoordinatorNotAvailable
-	}
 	req := kmsg.NewPtrReadShareGroupStateSummaryRequest()
 	req.GroupID = k.Group
 	rt := kmsg.NewReadShareGroupStateSummaryRequestTopic()
@@ -175,13 +166,10 @@ func (h *Handler) readShareStateSummary(k share.Key) (share.PartitionState, bool
 	rp.Partition, rp.LeaderEpoch = k.Partition, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
-	defer cancel()
-	resp, err := h.Brokers.Request(ctx, node, req)
+	r, err := askShareCoordinator[*kmsg.ReadShareGroupStateSummaryResponse](h, node, req)
 	if err != nil {
-		return share.PartitionState{}, false, fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		return share.PartitionState{}, false, err
 	}
-	r := resp.(*kmsg.ReadShareGroupStateSummaryResponse)
 	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 		return share.PartitionState{}, false, kerr.CoordinatorNotAvailable
 	}
@@ -207,9 +195,6 @@ func (h *Handler) writeShareState(k share.Key, s share.PartitionState) error {
 	if node == h.NodeID {
 		return h.ShareStates.Write(k, s)
 	}
-	if h.Brokers == nil {
-		return kerr.CoordinatorNotAvailable
-	}
 	req := kmsg.NewPtrWriteShareGroupStateRequest()
 	req.GroupID = k.Group
 	rt := kmsg.NewWriteShareGroupStateRequestTopic()
@@ -223,13 +208,10 @@ func (h *Handler) writeShareState(k share.Key, s share.PartitionState) error {
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
-	defer cancel()
-	resp, err := h.Brokers.Request(ctx, node, req)
+	r, err := askShareCoordinator[*kmsg.WriteShareGroupStateResponse](h, node, req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		return err
 	}
-	r := resp.(*kmsg.WriteShareGroupStateResponse)
 	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 		return kerr.CoordinatorNotAvailable
 	}
@@ -237,6 +219,27 @@ func (h *Handler) writeShareState(k share.Key, s share.PartitionState) error {
 		return kerr.ErrorForCode(c)
 	}
 	return nil
+}
+
+// askShareCoordinator sends req, about one share-partition, to node, its share coordinator
+// on another broker, within shareStateTimeout. Not reaching it, or an answer of another
+// kind, is COORDINATOR_NOT_AVAILABLE, which the caller's client retries.
+func askShareCoordinator[R kmsg.Response](h *Handler, node int32, req kmsg.Request) (R, error) {
+	var zero R
+	if h.Brokers == nil {
+		return zero, kerr.CoordinatorNotAvailable
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
+	defer cancel()
+	resp, err := h.Brokers.Request(ctx, node, req)
+	if err != nil {
+		return zero, fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+	}
+	r, ok := resp.(R)
+	if !ok {
+		return zero, kerr.CoordinatorNotAvailable
+	}
+	return r, nil
 }
 
 // shareStateUnavailable is how a share fetch answers a partition whose state the share
@@ -273,9 +276,6 @@ func (h *Handler) deleteShareState(k share.Key) error {
 	if node == h.NodeID {
 		return h.ShareStates.Delete(k)
 	}
-	if h.Brokers == nil {
-		return kerr.CoordinatorNotAvailable
-	}
 	req := kmsg.NewPtrDeleteShareGroupStateRequest()
 	req.GroupID = k.Group
 	rt := kmsg.NewDeleteShareGroupStateRequestTopic()
@@ -284,13 +284,10 @@ func (h *Handler) deleteShareState(k share.Key) error {
 	rp.Partition = k.Partition
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
-	defer cancel()
-	resp, err := h.Brokers.Request(ctx, node, req)
+	r, err := askShareCoordinator[*kmsg.DeleteShareGroupStateResponse](h, node, req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		return err
 	}
-	r := resp.(*kmsg.DeleteShareGroupStateResponse)
 	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 		return kerr.CoordinatorNotAvailable
 	}
@@ -315,9 +312,6 @@ func (h *Handler) initializeShareState(k share.Key, stateEpoch int32, start int6
 	if node == h.NodeID {
 		return h.ShareStates.Initialize(k, stateEpoch, start)
 	}
-	if h.Brokers == nil {
-		return kerr.CoordinatorNotAvailable
-	}
 	req := kmsg.NewPtrInitializeShareGroupStateRequest()
 	req.GroupID = k.Group
 	rt := kmsg.NewInitializeShareGroupStateRequestTopic()
@@ -326,13 +320,10 @@ func (h *Handler) initializeShareState(k share.Key, stateEpoch int32, start int6
 	rp.Partition, rp.StateEpoch, rp.StartOffset = k.Partition, stateEpoch, start
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), shareStateTimeout)
-	defer cancel()
-	resp, err := h.Brokers.Request(ctx, node, req)
+	r, err := askShareCoordinator[*kmsg.InitializeShareGroupStateResponse](h, node, req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", kerr.CoordinatorNotAvailable, err)
+		return err
 	}
-	r := resp.(*kmsg.InitializeShareGroupStateResponse)
 	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 		return kerr.CoordinatorNotAvailable
 	}
