@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"sync"
 	"time"
@@ -119,13 +118,15 @@ func throttleMillis(d time.Duration) int32 {
 	return int32(min(d.Milliseconds(), math.MaxInt32))
 }
 
-// throttleProduce records a Produce request's record bytes and handling time and throttles
+// throttleProduce records a Produce request's bytes and handling time and throttles
 // its reply by the larger throttle (Kafka's handleProduceRequest).
 func (h *Handler) throttleProduce(c *Conn, req *kmsg.ProduceRequest, busy time.Duration, r Reply) Reply {
-	n := 0
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			n += len(p.Records)
+	n := c.RequestSize // the whole request, as Kafka's produce quota counts it
+	if n == 0 {        // a request not read from a connection (handler tests): its batches
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				n += len(p.Records)
+			}
 		}
 	}
 	now := h.Now()
@@ -151,23 +152,22 @@ func (h *Handler) fetchQuotaBytes(c *Conn, replicaID int32, maxBytes int32) int3
 	return int32(min(float64(maxBytes), most))
 }
 
-// throttleFetch records a consumer's Fetch answer bytes and handling time and throttles the
-// answer by the larger throttle, writing it into the encoded throttle_time_ms (v1+).
-func (h *Handler) throttleFetch(c *Conn, version int16, replicaID int32, busy time.Duration, r Reply) Reply {
-	if replicaID >= 0 || r.Raw == nil {
-		return r
+// fetchThrottle records a consumer's Fetch answer of size bytes and its handling time and
+// returns how long to throttle it (0 for a follower, which has no client quota). A throttled
+// consumer is answered without records (Kafka's handleFetchRequest answers it
+// getThrottledResponse), so the bytes it is not sent are taken off its rate again
+// (unrecordQuotaSensor).
+func (h *Handler) fetchThrottle(c *Conn, replicaID int32, busy time.Duration, size int) time.Duration {
+	if replicaID >= 0 {
+		return 0
 	}
 	now := h.Now()
 	tab := h.Meta.Image().ClientQuotas
-	d := h.quotas().fetch.Record(tab, quotaUser(c), c.ClientID, float64(r.Raw.Size()), now)
+	q := h.quotas()
+	d := q.fetch.Record(tab, quotaUser(c), c.ClientID, float64(size), now)
 	d = max(d, h.requestThrottle(c, busy, now))
-	if d <= 0 {
-		return r
+	if d > 0 {
+		q.fetch.Unrecord(tab, quotaUser(c), c.ClientID, float64(size), now)
 	}
-	r.Throttle = d
-	// The body starts with throttle_time_ms from v1 (fetch_response.go).
-	if version >= 1 && len(r.Raw.Parts) > 0 && r.Raw.Parts[0].File == nil && len(r.Raw.Parts[0].B) >= 4 {
-		binary.BigEndian.PutUint32(r.Raw.Parts[0].B, uint32(throttleMillis(d)))
-	}
-	return r
+	return d
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -301,4 +302,83 @@ func TestConsumerByteRateQuota(t *testing.T) {
 		t.Fatal("the consumer over its quota was never told throttle_time_ms > 0")
 	}
 	t.Logf("%d throttles, longest %d ms", hook.n.Load(), hook.max.Load())
+}
+
+// A consumer over its consumer_byte_rate is answered, as Kafka answers it
+// (getThrottledResponse), with throttle_time_ms and no partitions at all, and the bytes it
+// was not sent do not count against it: fetching on from where it is, it reads every record.
+func TestThrottledFetchCarriesNoRecords(t *testing.T) {
+	b := testutil.StartBroker(t, "quota.window.num=2", "quota.window.size.seconds=1")
+	adm := newAdmin(t, b.Addr())
+	ctx := ctxT(t)
+	createTopic(t, b.Addr(), "quota-empty", 1, nil)
+	const records = 32
+	value := make([]byte, 16<<10)
+	var rs []*kgo.Record
+	for range records { // 512 KiB
+		rs = append(rs, &kgo.Record{Topic: "quota-empty", Value: value})
+	}
+	produceSync(t, newClient(t, b.Addr(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(20<<10)), rs...)
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: clientID("capped"), Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 128 << 10}}},
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("set quota: %v %v", err, res)
+	}
+	td, err := adm.ListTopics(ctx, "quota-empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicID := td["quota-empty"].ID
+
+	cl := newClient(t, b.Addr(), kgo.ClientID("capped"))
+	next, throttled := int64(0), 0
+	for next < records {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.SessionEpoch, req.MaxBytes, req.MaxWaitMillis = -1, -1, 1<<20, 100
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = "quota-empty", topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = next, 1<<20, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := request[*kmsg.FetchResponse](t, cl, req)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch at %d: %v", next, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if resp.ThrottleMillis > 0 {
+			throttled++
+			if len(resp.Topics) != 0 {
+				t.Fatalf("a fetch throttled for %d ms answers %d topics, want none", resp.ThrottleMillis, len(resp.Topics))
+			}
+			continue
+		}
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				if p.ErrorCode != 0 {
+					t.Fatalf("fetch at %d: %v", next, kerr.ErrorForCode(p.ErrorCode))
+				}
+				next = nextOffset(t, p.RecordBatches, next)
+			}
+		}
+	}
+	if throttled == 0 {
+		t.Fatal("512 KiB read under a 128 KiB/s quota without a throttled answer")
+	}
+	t.Logf("%d records read; %d answers throttled", next, throttled)
+}
+
+// nextOffset is the offset after the last whole batch of a fetched partition's record
+// batches (v2: base offset at 0, length at 8, last offset delta at 23), from if it holds none.
+func nextOffset(t *testing.T, b []byte, from int64) int64 {
+	t.Helper()
+	for len(b) >= 27 {
+		n := 12 + int(binary.BigEndian.Uint32(b[8:12]))
+		if n > len(b) {
+			break
+		}
+		from = int64(binary.BigEndian.Uint64(b[0:8])) + int64(binary.BigEndian.Uint32(b[23:27])) + 1
+		b = b[n:]
+	}
+	return from
 }

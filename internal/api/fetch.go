@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"slices"
 	"sync"
@@ -97,7 +98,12 @@ func handleFetch(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply
 			waited += h.Now().Sub(w)
 		}
 		if done {
-			reply := h.throttleFetch(c, req.Version, f.replicaID, h.Now().Sub(start)-waited, f.answer())
+			var reply Reply
+			if d := h.fetchThrottle(c, f.replicaID, h.Now().Sub(start)-waited, total); d > 0 {
+				reply = f.throttled(d)
+			} else {
+				reply = f.answer()
+			}
 			reply.Remote = waited
 			return reply
 		}
@@ -135,6 +141,27 @@ func (f *fetch) answer() Reply {
 	f.count(topics)
 	f.raw = Raw{Parts: f.enc.encode(f.req.Version, errCode, id, topics, pruned), Done: f.done}
 	return Reply{Raw: &f.raw}
+}
+
+// throttled encodes the answer to a consumer throttled for d, as Kafka's
+// getThrottledResponse: no partitions, and the fetch's session unchanged but for the epoch
+// this fetch moved it to (or INVALID_FETCH_SESSION_EPOCH if another fetch moved it since); a
+// full fetch creates no session. The records read are released with the answer.
+func (f *fetch) throttled(d time.Duration) Reply {
+	id, errCode := int32(fetchsession.InvalidSessionID), int16(0)
+	if f.kind == sessionIncremental {
+		if f.view.Current() {
+			id = f.view.Session().ID
+		} else {
+			errCode = code(fetchsession.ErrInvalidEpoch)
+		}
+	}
+	f.raw = Raw{Parts: f.enc.encode(f.req.Version, errCode, id, nil, false), Done: f.done}
+	// The body starts with throttle_time_ms from v1 (fetch_response.go).
+	if f.req.Version >= 1 && len(f.raw.Parts) > 0 && f.raw.Parts[0].File == nil && len(f.raw.Parts[0].B) >= 4 {
+		binary.BigEndian.PutUint32(f.raw.Parts[0].B, uint32(throttleMillis(d)))
+	}
+	return Reply{Raw: &f.raw, Throttle: d}
 }
 
 // fetch is one Fetch request being answered. Its slices, encoder buffer and wait channel are

@@ -178,6 +178,15 @@ func (v View) Each(fn func(slot int32, p *Partition)) {
 	}
 }
 
+// Current reports whether the session's epoch is still the one this fetch moved it to: no
+// other fetch of the session came in since. A throttled answer, which records nothing,
+// checks it as Respond does.
+func (v View) Current() bool {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return v.s.mu.epoch == v.epoch
+}
+
 // Respond decides which of the read partitions the answer includes (Kafka's
 // IncrementalFetchContext.updateAndGenerateResponseData): answers[i] is what was read for
 // slots[i] (from Each), and Respond sets its Respond field when the answer must include it.

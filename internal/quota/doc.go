@@ -14,9 +14,13 @@
 // (ClientQuotaRecord) and read by every broker from its metadata image as a Table. Each
 // broker enforces them on its own traffic, as Kafka's brokers do:
 //
-//   - producer_byte_rate bounds the bytes of Produce requests a second;
+//   - producer_byte_rate bounds the bytes of Produce requests a second (whole requests, as
+//     Kafka counts request.sizeInBytes);
 //   - consumer_byte_rate bounds the bytes of Fetch responses a second (consumers only:
-//     followers' fetches are replication, bounded by the replication throttle instead);
+//     followers' fetches are replication, bounded by the replication throttle instead); a
+//     consumer over it is answered with no partitions and its throttle time, and the bytes
+//     it was not sent are taken off its rate again (Kafka's getThrottledResponse and
+//     unrecordQuotaSensor);
 //   - request_percentage bounds the time spent handling a client's requests, in percent of
 //     one thread (200 = two threads' worth of time a second).
 //

@@ -209,7 +209,7 @@ func (c *conn) handle(ctx context.Context, frame []byte) bool {
 	if intercepted {
 		return c.intercept(ctx, h, req)
 	}
-	c.info.ClientID = h.clientID
+	c.info.ClientID, c.info.RequestSize = h.clientID, len(frame)
 	// The request's phases, for the request metrics (observe.Requests); not read without.
 	m := c.srv.metrics
 	var t observe.Timing

@@ -72,6 +72,9 @@ type Conn struct {
 	// listener, or an SSL one whose client sent no certificate); set by the server before
 	// the first request reaches the handler, and changed only by a re-authentication.
 	Principal authz.Principal
+	// RequestSize is the size of the request being handled: its frame's bytes after the
+	// length (Kafka's request.sizeInBytes), what the produce quota counts.
+	RequestSize int
 	// Release, if set, tells the connection the handler no longer reads the request's byte
 	// slices (they alias the frame buffer): the buffer and the bytes it holds of
 	// queued.max.request.bytes go back at once, and another request may fill it. A handler
