@@ -13,8 +13,8 @@ import (
 // runtime (IncrementalAlterConfigs on a broker or on the cluster default), as in Kafka.
 // max.connections and max.connection.creation.rate may also be set for one listener as
 // listener.name.<listener>.max.connections and
-// listener.name.<listener>.max.connection.creation.rate; those are static here (Kafka lets
-// them change too).
+// listener.name.<listener>.max.connection.creation.rate, statically or at runtime (on a
+// broker or on the cluster default), as Kafka lets them change.
 
 // connListenerKeys are the connection limits a listener may override.
 var connListenerKeys = []string{"max.connections", "max.connection.creation.rate"}
@@ -80,21 +80,32 @@ func (b *Broker) ListenerConnectionLimits(listener string) (maxConnections, maxC
 	c := b.Current()
 	maxConnections, maxCreationRate = c.MaxConnections, c.MaxConnectionCreationRate
 	listener = strings.ToUpper(listener)
-	for k, v := range c.lay.static {
-		l, key, ok := splitListenerKey(k)
-		if !ok || l != listener {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			continue // normalized at Parse: cannot happen
-		}
-		switch key {
-		case "max.connections":
-			maxConnections = int32(n)
-		case "max.connection.creation.rate":
-			maxCreationRate = int32(n)
+	// Static, then the cluster-wide dynamic default, then this broker's dynamic value: the
+	// later wins, as for every dynamic key.
+	for _, layer := range []map[string]string{c.lay.static, c.lay.dynDefault, c.lay.dynBroker} {
+		for k, v := range layer {
+			l, key, ok := splitListenerKey(k)
+			if !ok || l != listener {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				continue // normalized when set: cannot happen
+			}
+			switch key {
+			case "max.connections":
+				maxConnections = int32(n)
+			case "max.connection.creation.rate":
+				maxCreationRate = int32(n)
+			}
 		}
 	}
 	return maxConnections, maxCreationRate
+}
+
+// listenerConnKey reports whether k is listener.name.<listener>.max.connections or
+// .max.connection.creation.rate, and its plain key.
+func listenerConnKey(k string) (string, bool) {
+	_, key, ok := splitListenerKey(k)
+	return key, ok && contains(connListenerKeys, key)
 }

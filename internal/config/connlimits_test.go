@@ -87,3 +87,39 @@ func TestConnectionLimitErrors(t *testing.T) {
 		}
 	}
 }
+
+// A listener's connection limits change at runtime: this broker's value beats the cluster
+// default, which beats the static one; deleting each falls back a layer.
+func TestListenerConnectionLimitsDynamicLayers(t *testing.T) {
+	b, err := Parse(map[string]string{
+		"listeners":                              "PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9094",
+		"listener.security.protocol.map":         "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listener.name.external.max.connections": "10",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = "listener.name.external.max.connections"
+	step := func(what string, f func() error, want int32) {
+		t.Helper()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if m, _ := b.ListenerConnectionLimits("EXTERNAL"); m != want {
+			t.Fatalf("after %s: EXTERNAL max.connections %d, want %d", what, m, want)
+		}
+	}
+	if !IsDynamic(k) {
+		t.Fatalf("%s is not dynamic", k)
+	}
+	step("the cluster default", func() error { return b.SetDynamicDefault(k, "5") }, 5)
+	step("this broker's value", func() error { return b.SetDynamic(k, "3") }, 3)
+	step("deleting this broker's", func() error { return b.DeleteDynamic(k) }, 5)
+	step("deleting the default", func() error { return b.DeleteDynamicDefault(k) }, 10)
+	if err := b.ValidateDynamic(k, "0"); err == nil || !strings.Contains(err.Error(), "Invalid max.connections 0") {
+		t.Fatalf("ValidateDynamic(%s=0) = %v", k, err)
+	}
+	if err := b.ValidateDynamic(k, "x"); err == nil {
+		t.Fatalf("ValidateDynamic(%s=x) accepted", k)
+	}
+}

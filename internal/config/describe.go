@@ -116,7 +116,7 @@ func (b *Broker) DescribeBroker() []Entry {
 // key or certificate, or JAAS configuration is sensitive and shown without its value.
 func (b *Broker) describeListenerKeys() []Entry {
 	names := map[string]bool{}
-	for _, m := range []map[string]string{b.lay.dynBroker, b.lay.static} {
+	for _, m := range []map[string]string{b.lay.dynBroker, b.lay.dynDefault, b.lay.static} {
 		for k := range m {
 			if _, _, ok := splitListenerKey(k); ok {
 				names[k] = true
@@ -135,6 +135,9 @@ func (b *Broker) describeListenerKeys() []Entry {
 		e := Entry{Name: k, ReadOnly: !IsDynamic(k), Type: typ}
 		if v, ok := b.lay.dynBroker[k]; ok {
 			e.Synonyms = append(e.Synonyms, Synonym{Name: k, Value: v, Source: SourceDynamicBroker})
+		}
+		if v, ok := b.lay.dynDefault[k]; ok {
+			e.Synonyms = append(e.Synonyms, Synonym{Name: k, Value: v, Source: SourceDynamicDefaultBroker})
 		}
 		if v, ok := b.lay.static[k]; ok {
 			e.Synonyms = append(e.Synonyms, Synonym{Name: k, Value: v, Source: SourceStaticBroker})

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -41,7 +42,7 @@ type live struct {
 // ..., see security.go). Secondary synonyms
 // such as log.retention.hours are static only, as in Kafka.
 func IsDynamic(key string) bool {
-	if PerBrokerOnly(key) {
+	if _, ok := listenerConnKey(key); ok || PerBrokerOnly(key) {
 		return true
 	}
 	d := brokerDefs[key]
@@ -110,6 +111,12 @@ func checkReconfiguration(cur, next *Broker, key, value string) error {
 		return invalid(key, value, fmt.Sprintf("Invalid max.connections %d", next.MaxConnections))
 	case key == "max.connection.creation.rate" && next.MaxConnectionCreationRate <= 0:
 		return invalid(key, value, fmt.Sprintf("Invalid max.connection.creation.rate %d", next.MaxConnectionCreationRate))
+	}
+	if base, ok := listenerConnKey(key); ok {
+		// A listener's own limit, as Kafka's ListenerConnectionQuota refuses it.
+		if n, err := strconv.ParseInt(value, 10, 32); err == nil && n <= 0 {
+			return invalid(key, value, fmt.Sprintf("Invalid %s %d", base, n))
+		}
 	}
 	if key == "log.cleaner.threads" && next.LogCleanerThreads != cur.LogCleanerThreads {
 		n, c := next.LogCleanerThreads, cur.LogCleanerThreads

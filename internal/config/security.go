@@ -83,6 +83,12 @@ func PerBrokerOnly(key string) bool {
 func checkDynamicListenerKey(k, value string, withValue bool) (string, error) {
 	_, key, _ := splitListenerKey(k)
 	switch {
+	case contains(connListenerKeys, key):
+		if !withValue {
+			return "", nil
+		}
+		norm, _, err := normalizeListenerKey(k, value)
+		return norm, err
 	case !contains(dynamicListenerKeys, key):
 		if _, known, err := normalizeListenerKey(k, value); known && err != nil && withValue {
 			return "", err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -275,4 +276,57 @@ func TestConnectionLimitsDynamic(t *testing.T) {
 	// new one is refused once the change is applied.
 	eventually(t, addr, "127.0.0.2", refused)
 	open(t, addr, "127.0.0.3")
+}
+
+// A listener's own max.connections changes at runtime (IncrementalAlterConfigs of
+// listener.name.<listener>.max.connections on the broker), as Kafka lets it: a connection
+// waits once the listener is at its new limit while the other listener still serves, a
+// value under 1 is refused as Kafka's listener quota refuses it, and deleting the key
+// frees the waiting connection.
+func TestListenerMaxConnectionsDynamic(t *testing.T) {
+	b := testutil.StartBroker(t, "listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT")
+	ext := b.ListenerAddr("EXTERNAL").String()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alter := func(op kadm.IncrementalOp, v string) error {
+		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "listener.name.external.max.connections", Value: &v}}, 1)
+		if err == nil {
+			err = rs[0].Err
+		}
+		return err
+	}
+	if err := alter(kadm.SetConfig, "0"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("max.connections 0 on a listener at runtime: %v, want INVALID_CONFIG", err)
+	}
+	if err := alter(kadm.SetConfig, "1"); err != nil {
+		t.Fatal(err)
+	}
+	open(t, ext, "127.0.0.2")
+	// Once the change is in force (the broker applies it from its metadata image), a second
+	// connection to EXTERNAL waits for a slot.
+	var waiting *probe
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		waiting = dialFrom(t, ext, "127.0.0.2")
+		if o := waiting.wait(300 * time.Millisecond); o == silent {
+			break
+		}
+		waiting.nc.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("EXTERNAL still takes a second connection with its max.connections at 1")
+		}
+	}
+	open(t, b.Addr(), "127.0.0.2") // PLAINTEXT has none of EXTERNAL's limit
+	if err := alter(kadm.DeleteConfig, ""); err != nil {
+		t.Fatal(err)
+	}
+	if o := waiting.wait(10 * time.Second); o != answered {
+		t.Fatalf("the waiting connection after the limit was deleted: %s, want it answered", o)
+	}
 }
