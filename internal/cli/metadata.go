@@ -203,6 +203,37 @@ func newMetadataInfoCommand(f *metadataFlags) *cobra.Command {
 	}
 }
 
+// metadataList is a `gregor metadata` command listing rows of the metadata image: rows makes
+// them from the loaded image (and the command's arguments), -o json prints them as they
+// are, and the table prints header and, through print, each row.
+func metadataList[T any](f *metadataFlags, use, short string, args cobra.PositionalArgs,
+	rows func(v *metadataView, args []string) ([]T, error), header []string, print func(t *table, r T)) *cobra.Command {
+	return &cobra.Command{
+		Use:          use,
+		Short:        short,
+		Args:         args,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, format, err := f.load()
+			if err != nil {
+				return err
+			}
+			out, err := rows(v, args)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			t := newTable(cmd.OutOrStdout(), header...)
+			for _, r := range out {
+				print(t, r)
+			}
+			return t.flush()
+		},
+	}
+}
+
 // MetadataBroker is one registered broker as `gregor metadata brokers -o json` prints it.
 type MetadataBroker struct {
 	ID                   int32    `json:"id"`
@@ -217,16 +248,8 @@ type MetadataBroker struct {
 var securityProtocols = map[int16]string{0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 func newMetadataBrokersCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "brokers",
-		Short:        "List the registered brokers",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "brokers", "List the registered brokers", cobra.NoArgs,
+		func(v *metadataView, _ []string) ([]MetadataBroker, error) {
 			out := []MetadataBroker{}
 			for _, b := range v.image.Brokers() {
 				mb := MetadataBroker{ID: b.ID, Epoch: b.Epoch, Rack: b.Rack, Fenced: b.Fenced, InControlledShutdown: b.InControlledShutdown,
@@ -236,16 +259,12 @@ func newMetadataBrokersCommand(f *metadataFlags) *cobra.Command {
 				}
 				out = append(out, mb)
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "EPOCH", "FENCED", "RACK", "ENDPOINTS")
-			for _, b := range out {
-				t.row(fmt.Sprint(b.ID), fmt.Sprint(b.Epoch), strconv.FormatBool(b.Fenced), orDash(b.Rack), strings.Join(b.Endpoints, ","))
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"ID", "EPOCH", "FENCED", "RACK", "ENDPOINTS"},
+		func(t *table, b MetadataBroker) {
+			t.row(fmt.Sprint(b.ID), fmt.Sprint(b.Epoch), strconv.FormatBool(b.Fenced), orDash(b.Rack), strings.Join(b.Endpoints, ","))
+		})
 }
 
 // MetadataTopic is one topic as `gregor metadata topics -o json` prints it.
@@ -256,31 +275,17 @@ type MetadataTopic struct {
 }
 
 func newMetadataTopicsCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "topics",
-		Short:        "List the topics",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "topics", "List the topics", cobra.NoArgs,
+		func(v *metadataView, _ []string) ([]MetadataTopic, error) {
 			out := []MetadataTopic{}
 			for _, n := range v.image.TopicNames() {
 				t := v.image.Topic(n)
 				out = append(out, MetadataTopic{Name: n, ID: base64.RawURLEncoding.EncodeToString(t.ID[:]), Partitions: len(t.Partitions)})
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "TOPIC", "ID", "PARTITIONS")
-			for _, x := range out {
-				t.row(x.Name, x.ID, fmt.Sprint(x.Partitions))
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"TOPIC", "ID", "PARTITIONS"},
+		func(t *table, x MetadataTopic) { t.row(x.Name, x.ID, fmt.Sprint(x.Partitions)) })
 }
 
 // MetadataPartition is one partition as `gregor metadata partitions -o json` prints it.
@@ -297,15 +302,8 @@ type MetadataPartition struct {
 }
 
 func newMetadataPartitionsCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "partitions [TOPIC...]",
-		Short:        "List partitions: replicas, ISR, leader and epochs (every topic when none is named)",
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "partitions [TOPIC...]", "List partitions: replicas, ISR, leader and epochs (every topic when none is named)", cobra.ArbitraryArgs,
+		func(v *metadataView, args []string) ([]MetadataPartition, error) {
 			names := args
 			if len(names) == 0 {
 				names = v.image.TopicNames()
@@ -314,24 +312,20 @@ func newMetadataPartitionsCommand(f *metadataFlags) *cobra.Command {
 			for _, n := range names {
 				t := v.image.Topic(n)
 				if t == nil {
-					return fmt.Errorf("topic %s is not in the metadata", n)
+					return nil, fmt.Errorf("topic %s is not in the metadata", n)
 				}
 				for i, p := range t.Partitions {
 					out = append(out, MetadataPartition{Topic: n, Partition: int32(i), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 						PartitionEpoch: p.PartitionEpoch, Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), Adding: p.Adding, Removing: p.Removing})
 				}
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "TOPIC", "PARTITION", "LEADER", "LEADER_EPOCH", "PARTITION_EPOCH", "REPLICAS", "ISR", "ADDING", "REMOVING")
-			for _, p := range out {
-				t.row(p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.Leader), fmt.Sprint(p.LeaderEpoch), fmt.Sprint(p.PartitionEpoch),
-					joinInt32s(p.Replicas), joinInt32s(p.ISR), orDash(joinInt32s(p.Adding)), orDash(joinInt32s(p.Removing)))
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"TOPIC", "PARTITION", "LEADER", "LEADER_EPOCH", "PARTITION_EPOCH", "REPLICAS", "ISR", "ADDING", "REMOVING"},
+		func(t *table, p MetadataPartition) {
+			t.row(p.Topic, fmt.Sprint(p.Partition), fmt.Sprint(p.Leader), fmt.Sprint(p.LeaderEpoch), fmt.Sprint(p.PartitionEpoch),
+				joinInt32s(p.Replicas), joinInt32s(p.ISR), orDash(joinInt32s(p.Adding)), orDash(joinInt32s(p.Removing)))
+		})
 }
 
 // MetadataConfig is one config override as `gregor metadata configs -o json` prints it.
@@ -358,16 +352,8 @@ func resourceTypeName(t int8) string {
 }
 
 func newMetadataConfigsCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "configs",
-		Short:        "List the config overrides of topics, brokers and the cluster default",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "configs", "List the config overrides of topics, brokers and the cluster default", cobra.NoArgs,
+		func(v *metadataView, _ []string) ([]MetadataConfig, error) {
 			out := []MetadataConfig{}
 			for _, r := range v.image.ConfigResources() {
 				m := v.image.Configs(r)
@@ -375,20 +361,16 @@ func newMetadataConfigsCommand(f *metadataFlags) *cobra.Command {
 					out = append(out, MetadataConfig{ResourceType: resourceTypeName(r.Type), ResourceName: r.Name, Name: k, Value: m[k]})
 				}
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "RESOURCE_TYPE", "RESOURCE", "NAME", "VALUE")
-			for _, c := range out {
-				name := c.ResourceName
-				if name == "" {
-					name = "<default>"
-				}
-				t.row(c.ResourceType, name, c.Name, c.Value)
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"RESOURCE_TYPE", "RESOURCE", "NAME", "VALUE"},
+		func(t *table, c MetadataConfig) {
+			name := c.ResourceName
+			if name == "" {
+				name = "<default>"
+			}
+			t.row(c.ResourceType, name, c.Name, c.Value)
+		})
 }
 
 // MetadataRecord is one record of the log as `gregor metadata log -o json` prints it.

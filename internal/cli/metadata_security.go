@@ -25,16 +25,8 @@ type MetadataACL struct {
 }
 
 func newMetadataACLsCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "acls",
-		Short:        "List the ACLs",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "acls", "List the ACLs", cobra.NoArgs,
+		func(v *metadataView, _ []string) ([]MetadataACL, error) {
 			out := []MetadataACL{}
 			for _, a := range v.image.ACLs() {
 				out = append(out, MetadataACL{
@@ -43,62 +35,38 @@ func newMetadataACLsCommand(f *metadataFlags) *cobra.Command {
 					Operation: a.Operation.String(), Permission: a.Permission.String(),
 				})
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "RESOURCE_TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
-			for _, a := range out {
-				t.row(a.ResourceType, a.Name, a.PatternType, a.Principal, a.Host, a.Operation, a.Permission)
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"RESOURCE_TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"},
+		func(t *table, a MetadataACL) {
+			t.row(a.ResourceType, a.Name, a.PatternType, a.Principal, a.Host, a.Operation, a.Permission)
+		})
 }
 
 func newMetadataQuotasCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "quotas",
-		Short:        "List the client quotas",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "quotas", "List the client quotas", cobra.NoArgs,
+		func(v *metadataView, _ []string) ([]QuotaEntry, error) {
 			out := []QuotaEntry{}
-			table := v.image.ClientQuotas()
-			for _, e := range table.Entities() {
-				out = append(out, QuotaEntry{Entity: "{" + e.String() + "}", Values: table[e]}) // as `quota describe` names it
+			quotas := v.image.ClientQuotas()
+			for _, e := range quotas.Entities() {
+				out = append(out, QuotaEntry{Entity: "{" + e.String() + "}", Values: quotas[e]}) // as `quota describe` names it
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "ENTITY", "KEY", "VALUE")
-			for _, q := range out {
-				for _, k := range sortedKeys(q.Values) {
-					t.row(q.Entity, k, strconv.FormatFloat(q.Values[k], 'f', -1, 64))
-				}
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"ENTITY", "KEY", "VALUE"},
+		func(t *table, q QuotaEntry) {
+			for _, k := range sortedKeys(q.Values) {
+				t.row(q.Entity, k, strconv.FormatFloat(q.Values[k], 'f', -1, 64))
+			}
+		})
 }
 
 // scramMechanismNames are the mechanism numbers of the metadata log (Kafka's ScramMechanism).
 var scramMechanismNames = map[int8]string{state.ScramSHA256: "SCRAM-SHA-256", state.ScramSHA512: "SCRAM-SHA-512"}
 
 func newMetadataUsersCommand(f *metadataFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:          "users",
-		Short:        "List the users with SCRAM credentials (mechanism and iterations; never the keys)",
-		Args:         cobra.NoArgs,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			v, format, err := f.load()
-			if err != nil {
-				return err
-			}
+	return metadataList(f, "users", "List the users with SCRAM credentials (mechanism and iterations; never the keys)", cobra.NoArgs,
+		func(v *metadataView, _ []string) ([]scramRow, error) {
 			out := []scramRow{}
 			for _, k := range v.image.ScramKeys() {
 				c, _ := v.image.ScramCredential(k.User, k.Mechanism)
@@ -108,14 +76,8 @@ func newMetadataUsersCommand(f *metadataFlags) *cobra.Command {
 				}
 				out = append(out, scramRow{User: k.User, Mechanism: mech, Iterations: c.Iterations})
 			}
-			if format == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "USER", "MECHANISM", "ITERATIONS")
-			for _, r := range out {
-				t.row(r.User, r.Mechanism, fmt.Sprint(r.Iterations))
-			}
-			return t.flush()
+			return out, nil
 		},
-	}
+		[]string{"USER", "MECHANISM", "ITERATIONS"},
+		func(t *table, r scramRow) { t.row(r.User, r.Mechanism, fmt.Sprint(r.Iterations)) })
 }
