@@ -299,9 +299,15 @@ func printPlan(cmd *cobra.Command, format, group string, plan kadm.Offsets) erro
 }
 
 func newGroupDeleteCommand(cf *clientFlags) *cobra.Command {
+	return newDeleteGroupsCommand(cf, "group", "Delete groups that have no members, with their committed offsets")
+}
+
+// newDeleteGroupsCommand is `delete GROUP...` of `gregor group` and `gregor share-group`
+// (what names the kind of group in its output): one DeleteGroups, each group's outcome.
+func newDeleteGroupsCommand(cf *clientFlags, what, short string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete GROUP...",
-		Short: "Delete groups that have no members, with their committed offsets",
+		Short: short,
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, _ string) error {
@@ -315,7 +321,7 @@ func newGroupDeleteCommand(cf *clientFlags) *cobra.Command {
 						failed = append(failed, g+": "+kafkaErrorText(r.Err, ""))
 						continue
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "Deleted group %s\n", g)
+					fmt.Fprintf(cmd.OutOrStdout(), "Deleted %s %s\n", what, g)
 				}
 				if len(failed) > 0 {
 					return errors.New(strings.Join(failed, "; "))

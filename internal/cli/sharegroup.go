@@ -152,31 +152,7 @@ func newShareGroupDescribeCommand(cf *clientFlags) *cobra.Command {
 }
 
 func newShareGroupDeleteCommand(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete GROUP...",
-		Short: "Delete share groups that have no members, with their share-partitions' state",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, _ string) error {
-				resp, err := adm.DeleteGroups(ctx, args...)
-				if err != nil {
-					return err
-				}
-				var failed []string
-				for _, g := range args {
-					if r, ok := resp[g]; ok && r.Err != nil {
-						failed = append(failed, g+": "+kafkaErrorText(r.Err, ""))
-						continue
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "Deleted share group %s\n", g)
-				}
-				if len(failed) > 0 {
-					return errors.New(strings.Join(failed, "; "))
-				}
-				return nil
-			})
-		},
-	}
+	return newDeleteGroupsCommand(cf, "share group", "Delete share groups that have no members, with their share-partitions' state")
 }
 
 func newShareGroupResetCommand(cf *clientFlags) *cobra.Command {
