@@ -319,31 +319,12 @@ func (s *winStore[K, V]) readWindows(kFrom, kTo []byte, from, to int64, f func(W
 	return derr
 }
 
-// scan calls f with the windows starting in [from, to] of the keys whose bytes are in
-// [kFrom, kTo] (a nil bound is open), in key-byte then start order, until f returns false.
-func (s *memWindowStore) scan(kFrom, kTo []byte, from, to int64, f func(kb string, e winEntry) bool) {
-	keys := []string{string(kFrom)}
-	if kFrom == nil || !bytes.Equal(kFrom, kTo) {
-		keys = s.sortedKeys()
-	}
-	for _, kb := range keys {
-		if !inKeyRange([]byte(kb), kFrom, kTo) {
-			continue
-		}
-		for _, e := range s.between(kb, from, to) {
-			if !f(kb, e) {
-				return
-			}
-		}
-	}
-}
-
 // readTyped calls f with the windows scan yields that keep passes, typed (unwrap takes a
 // stored value to the value's own bytes).
 func readTyped[K, V any](s *memWindowStore, ks serde.Serde[K], vs serde.Serde[V], topic string, kFrom, kTo []byte, from, to int64,
 	keep func(winEntry) bool, unwrap func([]byte) []byte, f func(Windowed[K], V) bool) error {
 	var derr error
-	s.scan(kFrom, kTo, from, to, func(kb string, e winEntry) bool {
+	err := s.scan(kFrom, kTo, from, to, func(kb string, e winEntry) bool {
 		if !keep(e) {
 			return true
 		}
@@ -359,7 +340,7 @@ func readTyped[K, V any](s *memWindowStore, ks serde.Serde[K], vs serde.Serde[V]
 		}
 		return f(sessionKey(k, e.start, e.end), v)
 	})
-	return derr
+	return errors.Join(err, derr)
 }
 
 func (v *slidingView[K, V]) queryKey(k K) ([]byte, error) {
