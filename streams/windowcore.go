@@ -231,7 +231,8 @@ func (p pebbleWindowCore) scan(kFrom, kTo []byte, from, to int64, f func(string,
 		return p.keyScan(string(kFrom), from, to, func(e winEntry) bool { return f(string(kFrom), e) })
 	}
 	// Keys that are prefixes of one another interleave in pebble's order: collect, then
-	// sort by key bytes, start and end.
+	// sort by key bytes, start and end. Every entry of a key at or after kFrom sorts at or
+	// after kFrom; an upper bound gives no such cut.
 	type kwin struct {
 		kb string
 		e  winEntry
@@ -240,8 +241,9 @@ func (p pebbleWindowCore) scan(kFrom, kTo []byte, from, to int64, f func(string,
 	err := p.scanRange(kFrom, nil, func(k, v []byte) bool {
 		kb, start, end, ok := p.split(k)
 		if !ok || !inKeyRange(kb, kFrom, kTo) {
-			// Past kTo plus a window suffix, no key of the range follows.
-			return kTo == nil || len(k) < len(kTo) || bytes.Compare(k[:len(kTo)], kTo) <= 0
+			// A shorter key of the range may still follow (its window suffix sorts it
+			// after longer keys), so the scan goes on to the end.
+			return true
 		}
 		if start >= from && start <= to {
 			all = append(all, kwin{string(kb), winEntry{start: start, end: end, value: append([]byte{}, v...)}})
