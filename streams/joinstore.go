@@ -129,7 +129,7 @@ func (s *joinWindowStore) put(key []byte, ts int64, value []byte) (bool, error) 
 	if s.log == nil {
 		return true, nil
 	}
-	return true, s.log(windowKey(key, ts, s.seq), value)
+	return true, s.log(windowKey(key, ts, s.seq), value, -1)
 }
 
 // observe advances the observed time. Expired entries are removed from the core in a
@@ -257,7 +257,7 @@ func (s *outerJoinStore) add(ts int64, left bool, key, value []byte) error {
 	if s.log == nil {
 		return nil
 	}
-	return s.log([]byte(k), l)
+	return s.log([]byte(k), l, -1)
 }
 
 // remove deletes the list of (ts, side, key), if there is one.
@@ -274,7 +274,7 @@ func (s *outerJoinStore) removeKey(k string) error {
 	if s.log == nil {
 		return nil
 	}
-	return s.log([]byte(k), nil)
+	return s.log([]byte(k), nil, -1)
 }
 
 // outerEntry is one waiting record of the outer store.

@@ -13,7 +13,7 @@ import (
 func TestPersistentJoinWindowStoreReopens(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	def := newJoinWindowStore("j", 10*time.Second, Persistent)
-	log := func(_, _ []byte) error { return nil }
+	log := func(_, _ []byte, _ int64) error { return nil }
 	open := func() *joinWindowStore {
 		t.Helper()
 		s, err := def.open(log, dir, slog.Default())

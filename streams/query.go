@@ -277,6 +277,7 @@ func (s *kvStore[K, V]) queryRange(from, to K) ([]KeyValue[K, V], error) {
 			derr = fmt.Errorf("streams: store %q key: %w", s.name, err)
 			return false
 		}
+		_, vb = s.value(vb)
 		v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
 		if err != nil {
 			derr = fmt.Errorf("streams: store %q value: %w", s.name, err)

@@ -295,6 +295,7 @@ func (s *winStore[K, V]) readWindows(kFrom, kTo []byte, from, to int64, f func(W
 			derr = fmt.Errorf("streams: store %q key: %w", s.name, err)
 			return false
 		}
+		_, vb = unstamp(vb)
 		v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
 		if err != nil {
 			derr = fmt.Errorf("streams: store %q value: %w", s.name, err)

@@ -62,9 +62,9 @@ func (tk *task) makeStore(d *storeDef, log changelogWriter) (stateStore, error) 
 	}
 	if log != nil {
 		inner := log
-		log = func(k, v []byte) error {
+		log = func(k, v []byte, ts int64) error {
 			tk.state.dirty = true
-			return inner(k, v)
+			return inner(k, v, ts)
 		}
 	}
 	s, err := d.open(log, filepath.Join(tk.state.dir, d.name), sd.log)

@@ -153,7 +153,7 @@ func (s *memWindowStore) put(kb string, start, end int64, value []byte) error {
 		return fmt.Errorf("streams: store %q: %w", s.name, err)
 	}
 	if s.log != nil {
-		return s.log(s.storeKey(kb, start, end), value)
+		return s.log(s.storeKey(kb, start, end), value, -1)
 	}
 	return nil
 }
