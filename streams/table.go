@@ -36,16 +36,18 @@ func Table[K, V any](b *Builder, topic string, ks serde.Serde[K], vs serde.Serde
 	if store == "" {
 		store = b.newName(topic + "-STATE-STORE-")
 	}
-	b.addStore(newKVStore(store, ks, vs, op.storeType))
+	b.addStore(newTimestampedKVStore(store, ks, vs, op.storeType))
 	n := b.add(&node{kind: processorNode, name: b.newName("KTABLE-SOURCE-"), stores: []string{store},
 		supplier: func() procInstance { return &tableSource[K, V]{store: store} }}, src.n)
 	return KTable[K, V]{b: b, n: n, ks: ks, vs: vs, store: store}
 }
 
+// tableSource keeps a table's records in its timestamped store, each value with its
+// record's timestamp.
 type tableSource[K, V any] struct {
 	store string
 	c     *nodeContext
-	kv    KeyValueStore[K, V]
+	kv    *kvStore[K, V]
 }
 
 func (p *tableSource[K, V]) init(c *nodeContext) error {
@@ -53,7 +55,11 @@ func (p *tableSource[K, V]) init(c *nodeContext) error {
 	if err != nil {
 		return err
 	}
-	p.c, p.kv = c, s.(KeyValueStore[K, V])
+	kv, ok := s.(*kvStore[K, V])
+	if !ok {
+		return fmt.Errorf("streams: store %q is not a key-value store of the table's types", p.store)
+	}
+	p.c, p.kv = c, kv
 	return nil
 }
 
@@ -76,7 +82,7 @@ func (p *tableSource[K, V]) process(r rec) error {
 		if err := p.kv.Delete(k); err != nil {
 			return err
 		}
-	} else if err := p.kv.Put(k, r.value.(V)); err != nil {
+	} else if err := p.kv.putAt(k, r.value.(V), r.ts); err != nil {
 		return err
 	}
 	return p.c.forward(r)

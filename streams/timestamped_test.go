@@ -158,3 +158,52 @@ func TestAggregationTimestampsSurviveRestore(t *testing.T) {
 		})
 	}
 }
+
+// A table-table join's result carries the later of both sides' timestamps: the update's
+// and the other table's current value's (kept with it in the table's store), computed here
+// from the updates piped in.
+func TestTableJoinTimestamps(t *testing.T) {
+	b := streams.NewBuilder()
+	left := streams.Table(b, "left", serde.String, serde.String)
+	right := streams.Table(b, "right", serde.String, serde.String)
+	j := streams.LeftJoinTables(left, right, func(l, r string, found bool) string { return l + "/" + r })
+	streams.To(streams.ToStream(j), "joined", serde.String, serde.String)
+	d := streamstest.New(t, b)
+	lin := streamstest.Input(d, "left", serde.String, serde.String)
+	rin := streamstest.Input(d, "right", serde.String, serde.String)
+	type update struct {
+		left  bool
+		key   string
+		value string
+		ts    int64
+	}
+	ups := []update{
+		{true, "a", "x", 5_000}, {false, "a", "y", 9_000}, {true, "a", "z", 3_000}, {false, "a", "w", 2_000},
+		{true, "b", "p", 4_000}, {false, "b", "q", 1_000}, {true, "b", "r", 6_000},
+	}
+	base := at(0).UnixMilli()
+	latest := map[[2]any]int64{} // (side, key): the timestamp of its current value
+	var want []int64
+	for _, u := range ups {
+		if u.left {
+			lin.Pipe(u.key, u.value, time.UnixMilli(base+u.ts))
+		} else {
+			rin.Pipe(u.key, u.value, time.UnixMilli(base+u.ts))
+		}
+		latest[[2]any{u.left, u.key}] = base + u.ts
+		other, found := latest[[2]any{!u.left, u.key}]
+		switch {
+		case found:
+			want = append(want, max(base+u.ts, other))
+		case u.left: // a left update without a right value joins alone
+			want = append(want, base+u.ts)
+		}
+	}
+	var got []int64
+	for _, r := range streamstest.Output(d, "joined", serde.String, serde.String).ReadRecords() {
+		got = append(got, r.Timestamp.UnixMilli())
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("join result timestamps %v, want %v", got, want)
+	}
+}
