@@ -59,7 +59,12 @@
 // WithStoreType(InMemory) on an operator, or Config.DefaultDSLStore, keeps a store in the
 // heap instead; the test driver keeps every store in memory. Key-value stores (Count,
 // Reduce, Aggregate, Table, Materialized, the foreign-key join's subscriptions,
-// AddKeyValueStore) hold the serialized key and value; the store of a tumbling or hopping
+// AddKeyValueStore) hold the serialized key and value; those of aggregations (time-windowed
+// ones too), tables and materialized derived tables are timestamped, as Kafka's timestamped stores: each
+// value is kept with its timestamp (8 bytes before it), which an aggregation's result
+// takes as the latest of its inputs' and a table-table join's result as the later of both
+// sides'; their changelog records carry it as the record timestamp, the value's bytes
+// unchanged, and restore reads it back; the store of a tumbling or hopping
 // windowed aggregation is cut into time segments (segment | key | window start), so a fetch
 // by key and time range is a seek per segment and expiry drops whole segments. The stores
 // of sliding windows, sessions and stream-stream joins' windows keep one entry per window
@@ -136,7 +141,9 @@
 // windows (sorted per key, changelogged and restored: WindowStore, SessionStore); Describe; the test driver; the runtime,
 // at-least-once and exactly_once_v2, with instances of one application.id sharing its
 // tasks through a sticky, state-aware assignor; standby replicas (num.standby.replicas);
-// interactive queries of key-value, window and session stores (Store, WindowStoreOf,
+// timestamped results (an aggregation's carries the latest timestamp of its inputs, a
+// table-table join's the later of both sides'); interactive queries of key-value, window
+// and session stores (Store, WindowStoreOf,
 // SessionStoreOf, MetadataForKey, AllMetadata, application.server); the
 // deserialization exception handler (LogAndFail, LogAndContinue), the production exception
 // handler and the uncaught-error handler (replace the thread, shut down the client or the
@@ -159,9 +166,9 @@
 // and made again (a task that stays restores only the changelog's tail, except under
 // exactly_once_v2 when its stores took a write in the transaction the rebalance aborted:
 // then it restores from the start); the production exception handler under exactly_once_v2 (a failed send
-// fails the transaction) and for serialization errors; KTable groupBy; timestamped stores (an aggregation's or a
-// table-table or foreign-key join's result has the timestamp of the update that caused it,
-// not the latest of its inputs'); a null foreign key (the extractor always returns one);
+// fails the transaction) and for serialization errors; KTable groupBy; timestamps of
+// foreign-key join results (each has the timestamp of the update that caused it, not the
+// later of both sides'); a null foreign key (the extractor always returns one);
 // custom processors for global stores.
 //
 // # Joins
