@@ -55,6 +55,7 @@
 //	<state.dir>/<application.id>/<task id>/.lock          flock held while an App runs it
 //	<state.dir>/<application.id>/<task id>/.checkpoint    changelog offsets the stores hold
 //	<state.dir>/<application.id>/<task id>/<store>/       the store's pebble files
+//	<state.dir>/<application.id>/<task id>/<store>.timestamped  its values carry timestamps
 //
 // WithStoreType(InMemory) on an operator, or Config.DefaultDSLStore, keeps a store in the
 // heap instead; the test driver keeps every store in memory. Key-value stores (Count,
@@ -64,7 +65,8 @@
 // value is kept with its timestamp (8 bytes before it), which an aggregation's result
 // takes as the latest of its inputs' and a table-table join's result as the later of both
 // sides'; their changelog records carry it as the record timestamp, the value's bytes
-// unchanged, and restore reads it back; the store of a tumbling or hopping
+// unchanged, and restore reads it back (a persistent one without its .timestamped marker,
+// written before, is restored from its changelog's start); the store of a tumbling or hopping
 // windowed aggregation is cut into time segments (segment | key | window start), so a fetch
 // by key and time range is a seek per segment and expiry drops whole segments. The stores
 // of sliding windows, sessions and stream-stream joins' windows keep one entry per window

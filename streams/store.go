@@ -46,6 +46,9 @@ type storeDef struct {
 	// open, when set, makes the store persistent in directory dir (pebble); make is then its
 	// in-memory form. A store without open is always in memory.
 	open func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error)
+	// format, when set, names the layout of a persistent store's values ("timestamped"):
+	// files without its marker are restored from the changelog (taskState.checkFormat).
+	format string
 }
 
 // changelogWriter sends one store change to the changelog; a nil value is a deletion. ts is
@@ -86,7 +89,11 @@ func newKVStoreOf[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], s
 	mk := func(log changelogWriter, b kvBytes) *kvStore[K, V] {
 		return &kvStore[K, V]{name: name, ks: ks, vs: vs, topic: name + "-changelog", b: b, log: log, stamped: stamped}
 	}
-	return storeDef{name: name, changelog: true, storeType: st,
+	format := ""
+	if stamped {
+		format = "timestamped"
+	}
+	return storeDef{name: name, changelog: true, storeType: st, format: format,
 		make: func(log changelogWriter) stateStore { return mk(log, newMemBytes()) },
 		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
 			p, err := openPebble(dir, lg)

@@ -3,6 +3,9 @@ package streams_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -205,5 +208,41 @@ func TestTableJoinTimestamps(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("join result timestamps %v, want %v", got, want)
+	}
+}
+
+// A persistent store whose files lack the timestamped marker (written before its values
+// carried timestamps) is restored from its changelog's start, not from the checkpoint, and
+// gets the marker; the counts stay right.
+func TestUnmarkedStoreRestoresFromStart(t *testing.T) {
+	n, cl, adm := setupWordCount(t)
+	dir := t.TempDir()
+	want := map[string]int64{}
+	l1 := manyLines("a", 200)
+	produceLines(t, cl, "text-lines", l1)
+	countWords(want, l1)
+	a := startIn(t, n.Addr(), "wcm", streams.AtLeastOnce, dir, nil)
+	latest(t, n.Addr(), "word-counts", want)
+	a.stop(t)
+	ends := changelogEnds(t, adm, "wcm-counts-changelog")
+	for _, task := range []string{"1_0", "1_1"} {
+		if err := os.Remove(filepath.Join(dir, "wcm", task, "counts.timestamped")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := newProgressLog()
+	l2 := manyLines("b", 50)
+	produceLines(t, cl, "text-lines", l2)
+	countWords(want, l2)
+	startIn(t, n.Addr(), "wcm", streams.AtLeastOnce, dir, full)
+	latest(t, n.Addr(), "word-counts", want)
+	ev := full.events()
+	for p := range int32(2) {
+		if e := ev[p]; !e.ended || e.start != 0 || e.end != ends[p] || e.total != ends[p] || ends[p] == 0 {
+			t.Fatalf("partition %d: restore %+v, want all %d records", p, e, ends[p])
+		}
+		if _, err := os.Stat(filepath.Join(dir, "wcm", fmt.Sprintf("1_%d", p), "counts.timestamped")); err != nil {
+			t.Fatalf("no marker after the restore: %v", err)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func newWinStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], si
 	mk := func(log changelogWriter, b winBytes) *winStore[K, V] {
 		return &winStore[K, V]{name: name, ks: ks, vs: vs, size: size, topic: name + "-changelog", b: b, log: log}
 	}
-	return storeDef{name: name, changelog: true, storeType: st,
+	return storeDef{name: name, changelog: true, storeType: st, format: "timestamped",
 		make: func(log changelogWriter) stateStore { return mk(log, newMemWinBytes()) },
 		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
 			p, err := openPebble(dir, lg)
