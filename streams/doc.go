@@ -55,15 +55,25 @@
 //	<state.dir>/<application.id>/<task id>/.lock          flock held while an App runs it
 //	<state.dir>/<application.id>/<task id>/.checkpoint    changelog offsets the stores hold
 //	<state.dir>/<application.id>/<task id>/<store>/       the store's pebble files
+//	<state.dir>/<application.id>/<task id>/<store>.timestamped  its values carry timestamps
 //
 // WithStoreType(InMemory) on an operator, or Config.DefaultDSLStore, keeps a store in the
 // heap instead; the test driver keeps every store in memory. Key-value stores (Count,
 // Reduce, Aggregate, Table, Materialized, the foreign-key join's subscriptions,
-// AddKeyValueStore) hold the serialized key and value; the store of a tumbling or hopping
+// AddKeyValueStore) hold the serialized key and value; those of aggregations (time-windowed
+// ones too), tables and materialized derived tables are timestamped, as Kafka's timestamped stores: each
+// value is kept with its timestamp (8 bytes before it), which an aggregation's result
+// takes as the latest of its inputs' and a table-table join's result as the later of both
+// sides'; their changelog records carry it as the record timestamp, the value's bytes
+// unchanged, and restore reads it back (a persistent one without its .timestamped marker,
+// written before, is restored from its changelog's start); the store of a tumbling or hopping
 // windowed aggregation is cut into time segments (segment | key | window start), so a fetch
 // by key and time range is a seek per segment and expiry drops whole segments. The stores
-// of sliding windows, sessions, joins' windows, suppression buffers and global tables are
-// in memory.
+// of sliding windows, sessions and stream-stream joins' windows keep one entry per window
+// (key | start | end), each key's windows together by start; their expiry reads the whole
+// store, at most once per gap, time difference or half retention of stream time. The
+// stores of suppression buffers, outer joins' waiting records and global tables are in
+// memory.
 //
 // As in Kafka Streams the stores write no log of their own (the changelog is their log):
 // a checkpoint (Kafka's OffsetCheckpoint format) is written after the stores are flushed,
@@ -82,9 +92,12 @@
 //
 // A standby task (standby.go) is a warm copy of a task's stores kept by reading its
 // changelog partitions (read_committed) on a reader goroutine of its own; nothing processes
-// in it. Store reads the local instances of a key-value store (Get, Range, All), refusing
-// with ErrInvalidStateStore while they restore or when none is here; StaleStores includes
-// standby copies. MetadataForKey hashes the serialized key with murmur2 over the store's
+// in it. Store reads the local instances of a key-value store (Get, Range, All),
+// WindowStoreOf those of a tumbling, hopping or sliding window store (Kafka's
+// ReadOnlyWindowStore: Get, Fetch, FetchRange, All, FetchAll and their backward forms) and
+// SessionStoreOf those of a session store (ReadOnlySessionStore: Fetch, FetchRange,
+// FindSessions, FetchSession), each refusing with ErrInvalidStateStore while they restore
+// or when none is here; StaleStores includes standby copies. MetadataForKey hashes the serialized key with murmur2 over the store's
 // task count, as the sinks partition, and names the instance whose ApplicationServer runs
 // that task, from the assignment. The ProductionExceptionHandler decides about a record the
 // producer could not send (fail, or continue and count); the UncaughtExceptionHandler about
@@ -126,11 +139,14 @@
 // time and wall-clock time); persistent (pebble) and in-memory key-value and time-window
 // stores with changelogs (WithStoreType, Config.DefaultDSLStore), state.dir with locked
 // task directories, checkpoints and a restore of only the changelog past them, CleanUp; and
-// in-memory stores of sliding windows and sessions (sorted per key, changelogged and
-// restored: WindowStore, SessionStore); Describe; the test driver; the runtime,
+// persistent and in-memory stores of sliding windows, sessions and stream-stream joins'
+// windows (sorted per key, changelogged and restored: WindowStore, SessionStore); Describe; the test driver; the runtime,
 // at-least-once and exactly_once_v2, with instances of one application.id sharing its
 // tasks through a sticky, state-aware assignor; standby replicas (num.standby.replicas);
-// interactive queries (Store, MetadataForKey, AllMetadata, application.server); the
+// timestamped results (an aggregation's carries the latest timestamp of its inputs, a
+// table-table join's the later of both sides'); interactive queries of key-value, window
+// and session stores (Store, WindowStoreOf,
+// SessionStoreOf, MetadataForKey, AllMetadata, application.server); the
 // deserialization exception handler (LogAndFail, LogAndContinue), the production exception
 // handler and the uncaught-error handler (replace the thread, shut down the client or the
 // application); a state restore listener (start, batches, end).
@@ -141,7 +157,8 @@
 // its aggregation can no longer change it. Sliding windows may start before the epoch
 // (Kafka folds such records into [0, time difference]).
 //
-// Not yet: persistent stores of sliding windows, sessions, joins and global tables;
+// Not yet: persistent stores of suppression buffers, outer joins' waiting records and
+// global tables;
 // standby copies on disk (a standby keeps its copy in memory); the state cleaner
 // (state.cleanup.delay.ms: directories of tasks no longer assigned stay until CleanUp);
 // Suppress's spill to disk; a record cache (every table update is forwarded and every
@@ -150,11 +167,10 @@
 // replicas with probing rebalances (KIP-441): rebalances are eager, so every task is closed
 // and made again (a task that stays restores only the changelog's tail, except under
 // exactly_once_v2 when its stores took a write in the transaction the rebalance aborted:
-// then it restores from the start); queries of window and
-// session stores; the production exception handler under exactly_once_v2 (a failed send
-// fails the transaction) and for serialization errors; KTable groupBy; timestamped stores (an aggregation's or a
-// table-table or foreign-key join's result has the timestamp of the update that caused it,
-// not the latest of its inputs'); a null foreign key (the extractor always returns one);
+// then it restores from the start); the production exception handler under exactly_once_v2 (a failed send
+// fails the transaction) and for serialization errors; KTable groupBy; timestamps of
+// foreign-key join results (each has the timestamp of the update that caused it, not the
+// later of both sides'); a null foreign key (the extractor always returns one);
 // custom processors for global stores.
 //
 // # Joins

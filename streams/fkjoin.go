@@ -293,7 +293,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 				if err != nil {
 					return err
 				}
-				vo, found, err := get(fkv)
+				vo, _, found, err := get(fkv)
 				if err != nil {
 					return err
 				}
@@ -356,7 +356,7 @@ func fkJoin[K, V, KO, VO, VR any](left KTable[K, V], right KTable[KO, VO], fk fu
 				if err != nil {
 					return err
 				}
-				v, found, err := get(r.key)
+				v, _, found, err := get(r.key)
 				if err != nil {
 					return err
 				}

@@ -66,7 +66,7 @@ func (j *tableJoin[K, V, VR]) process(r rec) error {
 	found := false
 	if r.key != nil {
 		var err error
-		if vt, found, err = j.get(r.key); err != nil {
+		if vt, _, found, err = j.get(r.key); err != nil {
 			return err
 		}
 	}

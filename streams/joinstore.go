@@ -3,30 +3,35 @@ package streams
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
+	"math"
 	"slices"
-	"sort"
 	"time"
 )
 
 // joinWindowStore is the window store of one side of a stream-stream join (Kafka's
 // persistent window store with retainDuplicates): every record of the side, by key and
-// timestamp, duplicates kept apart by a sequence number. It holds bytes, as its changelog
-// does, so restore needs no serde.
+// timestamp, duplicates kept apart by a sequence number, over a window core
+// (windowcore.go: the timestamp as a window's start, the sequence number as its end), in
+// memory or pebble. It holds bytes, as its changelog does, so restore needs no serde.
 //
 // Its changelog key is Kafka's WindowKeySchema: the key's bytes, the timestamp as 8 bytes
 // big-endian, the sequence number as 4 bytes big-endian; the value is the value's bytes.
 //
-// Invariants: entries of a key are sorted by (timestamp, seq); observed is the largest
-// timestamp put or restored; an entry older than observed minus retention is gone (Kafka's
-// segments expire by the same rule), and a put that old is refused.
+// Invariants: observed is the largest timestamp put or restored (read back from the core
+// when a persistent store opens, as is the largest sequence number); an entry older than
+// observed minus retention is not read (Kafka's segments expire by the same rule), and a
+// put that old is refused.
 type joinWindowStore struct {
 	name      string
 	retention int64 // ms: the join window's size plus its grace period
-	data      map[string][]joinWindowEntry
+	c         windowCore
 	observed  int64
 	swept     int64 // observed time of the last removal of expired entries
 	seq       uint32
 	log       changelogWriter
+	// err is the first failed read, restore or sweep, returned by the next put.
+	err error
 }
 
 type joinWindowEntry struct {
@@ -35,25 +40,73 @@ type joinWindowEntry struct {
 	value []byte
 }
 
-// newJoinWindowStore declares a join window store. Its changelog is compacted and deleted
-// past the retention plus a day, as Kafka Streams' window store changelogs
-// (windowstore.changelog.additional.retention.ms).
-func newJoinWindowStore(name string, retention time.Duration) storeDef {
+// newJoinWindowStore declares a join window store of type st ("" for the App's default).
+// Its changelog is compacted and deleted past the retention plus a day, as Kafka Streams'
+// window store changelogs (windowstore.changelog.additional.retention.ms).
+func newJoinWindowStore(name string, retention time.Duration, st StoreType) storeDef {
+	mk := func(c windowCore, log changelogWriter) (*joinWindowStore, error) {
+		s := &joinWindowStore{name: name, retention: retention.Milliseconds(), c: c, observed: -1, log: log}
+		return s, s.load()
+	}
 	return storeDef{
 		name:      name,
 		changelog: true,
+		storeType: st,
 		topicConfigs: map[string]string{
 			"cleanup.policy": "compact,delete",
 			"retention.ms":   fmt.Sprint((retention + 24*time.Hour).Milliseconds()),
 		},
 		make: func(log changelogWriter) stateStore {
-			return &joinWindowStore{name: name, retention: retention.Milliseconds(), data: map[string][]joinWindowEntry{},
-				observed: -1, log: log}
+			s, _ := mk(newMemWindowCore(), log) // an empty core: nothing to load
+			return s
+		},
+		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
+			p, err := openPebble(dir, lg)
+			if err != nil {
+				return nil, err
+			}
+			return mk(pebbleWindowCore{p}, log)
 		},
 	}
 }
 
 func (s *joinWindowStore) typed() any { return s }
+
+func (s *joinWindowStore) disk() diskStore {
+	if p, ok := s.c.(persistent); ok {
+		return &joinDisk{p.disk(), s}
+	}
+	return nil
+}
+
+// joinDisk is a persistent join store's database: a wipe also forgets the times and
+// sequence numbers read from it.
+type joinDisk struct {
+	diskStore
+	s *joinWindowStore
+}
+
+func (d *joinDisk) wipe() error {
+	if err := d.diskStore.wipe(); err != nil {
+		return err
+	}
+	d.s.observed, d.s.swept, d.s.seq = -1, 0, 0
+	return nil
+}
+
+// load reads the largest timestamp and sequence number in the core (a reopened store's).
+func (s *joinWindowStore) load() error {
+	return s.c.scan(nil, nil, math.MinInt64, math.MaxInt64, func(_ string, e winEntry) bool {
+		s.observed, s.seq = max(s.observed, e.start), max(s.seq, uint32(e.end))
+		return true
+	})
+}
+
+func (s *joinWindowStore) fail(err error) {
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
+}
 
 // expired reports whether a record at ts is past the store's retention.
 func (s *joinWindowStore) expired(ts int64) bool {
@@ -62,33 +115,26 @@ func (s *joinWindowStore) expired(ts int64) bool {
 
 // put adds one record; it returns false, storing nothing, when ts is already expired.
 func (s *joinWindowStore) put(key []byte, ts int64, value []byte) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
 	s.observe(ts)
 	if s.expired(ts) {
-		return false, nil
+		return false, s.err
 	}
 	s.seq++
-	s.insert(string(key), joinWindowEntry{ts: ts, seq: s.seq, value: value})
+	if err := s.c.set(string(key), ts, int64(s.seq), value); err != nil {
+		return false, fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
 	if s.log == nil {
 		return true, nil
 	}
-	return true, s.log(windowKey(key, ts, s.seq), value)
+	return true, s.log(windowKey(key, ts, s.seq), value, -1)
 }
 
-func (s *joinWindowStore) insert(k string, e joinWindowEntry) {
-	es := s.data[k]
-	i := sort.Search(len(es), func(i int) bool {
-		return es[i].ts > e.ts || (es[i].ts == e.ts && es[i].seq >= e.seq)
-	})
-	if i < len(es) && es[i].ts == e.ts && es[i].seq == e.seq {
-		es[i] = e
-		return
-	}
-	s.data[k] = slices.Insert(es, i, e)
-}
-
-// observe advances the observed time. Expired entries are removed from memory in a sweep
-// once the time has moved by half the retention since the last one (fetch skips those not
-// removed yet), so a record costs no pass over the store.
+// observe advances the observed time. Expired entries are removed from the core in a
+// sweep once the time has moved by half the retention since the last one (fetch skips
+// those not removed yet), so a record costs no pass over the store.
 func (s *joinWindowStore) observe(ts int64) {
 	if ts <= s.observed {
 		return
@@ -98,18 +144,7 @@ func (s *joinWindowStore) observe(ts int64) {
 		return
 	}
 	s.swept = ts
-	for k, es := range s.data {
-		n := 0
-		for n < len(es) && s.expired(es[n].ts) {
-			n++
-		}
-		switch {
-		case n == len(es):
-			delete(s.data, k)
-		case n > 0:
-			s.data[k] = slices.Clone(es[n:])
-		}
-	}
+	s.fail(s.c.expire(func(start, _ int64) bool { return s.expired(start) }))
 }
 
 // fetch is the entries of key with from <= timestamp <= to, oldest first.
@@ -117,13 +152,13 @@ func (s *joinWindowStore) fetch(key []byte, from, to int64) []joinWindowEntry {
 	if s.observed >= 0 {
 		from = max(from, s.observed-s.retention+1)
 	}
-	es := s.data[string(key)]
-	i := sort.Search(len(es), func(i int) bool { return es[i].ts >= from })
-	j := sort.Search(len(es), func(i int) bool { return es[i].ts > to })
-	if i >= j {
-		return nil
+	es, err := s.c.between(string(key), from, to)
+	s.fail(err)
+	out := make([]joinWindowEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, joinWindowEntry{ts: e.start, seq: uint32(e.end), value: e.value})
 	}
-	return es[i:j]
+	return out
 }
 
 func (s *joinWindowStore) restore(key, value []byte) {
@@ -135,13 +170,12 @@ func (s *joinWindowStore) restore(key, value []byte) {
 	seq := binary.BigEndian.Uint32(key[len(key)-4:])
 	s.seq = max(s.seq, seq)
 	if value == nil {
-		es := s.data[string(k)]
-		s.data[string(k)] = slices.DeleteFunc(es, func(e joinWindowEntry) bool { return e.ts == ts && e.seq == seq })
+		s.fail(s.c.set(string(k), ts, int64(seq), nil))
 		return
 	}
 	s.observe(ts)
 	if !s.expired(ts) {
-		s.insert(string(k), joinWindowEntry{ts: ts, seq: seq, value: value})
+		s.fail(s.c.set(string(k), ts, int64(seq), value))
 	}
 }
 
@@ -223,7 +257,7 @@ func (s *outerJoinStore) add(ts int64, left bool, key, value []byte) error {
 	if s.log == nil {
 		return nil
 	}
-	return s.log([]byte(k), l)
+	return s.log([]byte(k), l, -1)
 }
 
 // remove deletes the list of (ts, side, key), if there is one.
@@ -240,7 +274,7 @@ func (s *outerJoinStore) removeKey(k string) error {
 	if s.log == nil {
 		return nil
 	}
-	return s.log([]byte(k), nil)
+	return s.log([]byte(k), nil, -1)
 }
 
 // outerEntry is one waiting record of the outer store.

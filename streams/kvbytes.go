@@ -2,6 +2,7 @@ package streams
 
 import (
 	"bytes"
+	"encoding/binary"
 	"maps"
 	"slices"
 )
@@ -20,7 +21,27 @@ type kvBytes interface {
 	count() (int, error)
 }
 
-type kvPair struct{ k, v []byte }
+type kvPair struct {
+	k, v []byte
+	ts   int64 // the changelog record's timestamp (-1 when unknown)
+}
+
+// stamp is value v with timestamp ts before it (8 bytes big endian), as Kafka's timestamped
+// stores keep their values; nil stays nil (a deletion).
+func stamp(ts int64, v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(v)), uint64(ts)), v...)
+}
+
+// unstamp is stamp's inverse; a value too short to hold a timestamp is returned whole at -1.
+func unstamp(b []byte) (int64, []byte) {
+	if len(b) < 8 {
+		return -1, b
+	}
+	return int64(binary.BigEndian.Uint64(b)), b[8:]
+}
 
 // diskStore is a store kept on disk: it survives a restart, up to what flush made durable.
 type diskStore interface {

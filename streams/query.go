@@ -126,23 +126,35 @@ type kvQuery[K, V any] struct {
 // each calls f with each local instance (active ones first, by partition, then standby
 // copies of partitions not active here) until f returns false.
 func (q *kvQuery[K, V]) each(f func(KeyValueStore[K, V]) bool) error {
-	a := q.a
-	d, ok := a.topo.b.stores[q.name]
+	return eachLocal(q.a, q.name, q.o, "a key-value store", func(s stateStore) (KeyValueStore[K, V], bool) {
+		kv, ok := s.typed().(KeyValueStore[K, V])
+		return kv, ok
+	}, f)
+}
+
+// eachLocal calls f with each local instance of store name seen as an S by as (active ones
+// first, by partition, then standby copies of partitions not active here, with
+// o.stale) until f returns false. It fails with ErrInvalidStateStore when the store is not
+// queryable here now or an instance is not an S (kind says what an S is). f runs under the
+// query lock (and the standbys' lock when they are read), so the instances do not change
+// during the call.
+func eachLocal[S any](a *App, name string, o queryOpts, kind string, as func(stateStore) (S, bool), f func(S) bool) error {
+	d, ok := a.topo.b.stores[name]
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownStateStore, q.name)
+		return fmt.Errorf("%w %q", ErrUnknownStateStore, name)
 	}
 	if !a.running.Load() {
-		return fmt.Errorf("%w: store %q: the application is not running", ErrInvalidStateStore, q.name)
+		return fmt.Errorf("%w: store %q: the application is not running", ErrInvalidStateStore, name)
 	}
-	sub := a.storeSub(q.name)
+	sub := a.storeSub(name)
 	want := func(id TaskID) bool {
-		return id.Subtopology == sub && (q.o.partition < 0 || id.Partition == q.o.partition)
+		return id.Subtopology == sub && (o.partition < 0 || id.Partition == o.partition)
 	}
 	a.query.RLock()
 	defer a.query.RUnlock()
 	for id := range a.query.restoring {
-		if want(id) && !q.o.stale {
-			return fmt.Errorf("%w: store %q: task %s is restoring", ErrInvalidStateStore, q.name, id)
+		if want(id) && !o.stale {
+			return fmt.Errorf("%w: store %q: task %s is restoring", ErrInvalidStateStore, name, id)
 		}
 	}
 	var active []TaskID
@@ -152,16 +164,16 @@ func (q *kvQuery[K, V]) each(f func(KeyValueStore[K, V]) bool) error {
 		}
 	}
 	sortTasks(active)
-	var stores []KeyValueStore[K, V]
+	var stores []S
 	for _, id := range active {
-		s, ok := a.query.tasks[id].stores[q.name].typed().(KeyValueStore[K, V])
+		s, ok := as(a.query.tasks[id].stores[name])
 		if !ok {
-			return fmt.Errorf("%w: store %q is not a key-value store of %T", ErrInvalidStateStore, q.name, stores)
+			return fmt.Errorf("%w: store %q is not %s of %T", ErrInvalidStateStore, name, kind, stores)
 		}
 		stores = append(stores, s)
 	}
 	var standby func() // releases the standbys' lock, when taken
-	if q.o.stale && d.changelog {
+	if o.stale && d.changelog {
 		a.standby.mu.Lock()
 		standby = a.standby.mu.Unlock
 		ids := slices.Collect(maps.Keys(a.standby.tasks))
@@ -169,10 +181,10 @@ func (q *kvQuery[K, V]) each(f func(KeyValueStore[K, V]) bool) error {
 			if !want(id) || slices.Contains(active, id) {
 				continue
 			}
-			s, ok := a.standby.tasks[id].stores[q.name].typed().(KeyValueStore[K, V])
+			s, ok := as(a.standby.tasks[id].stores[name])
 			if !ok {
 				standby()
-				return fmt.Errorf("%w: store %q is not a key-value store of %T", ErrInvalidStateStore, q.name, stores)
+				return fmt.Errorf("%w: store %q is not %s of %T", ErrInvalidStateStore, name, kind, stores)
 			}
 			stores = append(stores, s)
 		}
@@ -181,7 +193,7 @@ func (q *kvQuery[K, V]) each(f func(KeyValueStore[K, V]) bool) error {
 		defer standby()
 	}
 	if len(stores) == 0 {
-		return fmt.Errorf("%w: store %q: no instance on this instance's tasks (it may have migrated)", ErrInvalidStateStore, q.name)
+		return fmt.Errorf("%w: store %q: no instance on this instance's tasks (it may have migrated)", ErrInvalidStateStore, name)
 	}
 	for _, s := range stores {
 		if !f(s) {
@@ -265,6 +277,7 @@ func (s *kvStore[K, V]) queryRange(from, to K) ([]KeyValue[K, V], error) {
 			derr = fmt.Errorf("streams: store %q key: %w", s.name, err)
 			return false
 		}
+		_, vb = s.value(vb)
 		v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
 		if err != nil {
 			derr = fmt.Errorf("streams: store %q value: %w", s.name, err)

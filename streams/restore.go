@@ -14,6 +14,21 @@ type batchRestorer interface {
 	restoreBatch(recs []kvPair) error
 }
 
+// stampRestorer is a timestamped store: it keeps a changelog record's timestamp with the
+// value.
+type stampRestorer interface {
+	restoreAt(key, value []byte, ts int64)
+}
+
+// restoreOne applies one changelog record at ts to s.
+func restoreOne(s stateStore, key, value []byte, ts int64) {
+	if r, ok := s.(stampRestorer); ok {
+		r.restoreAt(key, value, ts)
+		return
+	}
+	s.restore(key, value)
+}
+
 // restore brings every changelog-backed store of tasks up to the end its changelog
 // partition has now (the last stable offset), before the tasks process a record.
 //
@@ -124,7 +139,7 @@ func (a *App) restore(ctx context.Context, tasks []*task, warm map[TaskID]*stand
 			err = br.restoreBatch(tg.batch)
 		} else {
 			for _, r := range tg.batch {
-				tg.store.restore(r.k, r.v)
+				restoreOne(tg.store, r.k, r.v, r.ts)
 			}
 		}
 		if err != nil {
@@ -164,7 +179,7 @@ func (a *App) restore(ctx context.Context, tasks []*task, warm map[TaskID]*stand
 					break
 				}
 				if r.Offset < tg.end && !r.Attrs.IsControl() {
-					tg.batch = append(tg.batch, kvPair{r.Key, r.Value})
+					tg.batch = append(tg.batch, kvPair{r.Key, r.Value, r.Timestamp.UnixMilli()})
 				}
 				tg.next, tg.batchEnd = r.Offset+1, min(r.Offset, tg.end-1)
 			}

@@ -104,7 +104,7 @@ func sessionAggregate[K, V, VA any](ws SessionWindowedKStream[K, V], vas serde.S
 		b.errs = append(b.errs, fmt.Errorf("streams: session aggregation %q needs the key serde (WithSerdes)", store))
 	}
 	gap, grace := w.InactivityGap.Milliseconds(), w.Grace.Milliseconds()
-	def := newMemSessionStore(store, s.ks, vas)
+	def := newSessionStore(store, s.ks, vas, op.storeType)
 	// As Kafka Streams: a session store's changelog is compacted and also deleted past the
 	// store's retention (gap plus grace) plus a day.
 	def.topicConfigs = map[string]string{

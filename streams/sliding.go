@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"log/slog"
 	"time"
 
 	"github.com/gregor-project/gregor/streams/serde"
@@ -64,8 +65,16 @@ func slidingAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serd
 			"cleanup.policy": "compact,delete",
 			"retention.ms":   fmt.Sprint(2*diff + grace + 1 + (24 * time.Hour).Milliseconds()),
 		},
+		storeType: op.storeType,
 		make: func(log changelogWriter) stateStore {
 			return &slidingView[K, VA]{s: newMemWindowStore(store, timeWindowLayout, diff, log), ks: ks, vs: vas, topic: store + "-changelog"}
+		},
+		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
+			s, err := openWindowStore(store, timeWindowLayout, diff, log, dir, lg)
+			if err != nil {
+				return nil, err
+			}
+			return &slidingView[K, VA]{s: s, ks: ks, vs: vas, topic: store + "-changelog"}, nil
 		}})
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance {
@@ -85,10 +94,12 @@ type slidingView[K, V any] struct {
 	topic string
 }
 
-func (v *slidingView[K, V]) restore(key, value []byte) { v.s.restore(key, value) }
-func (v *slidingView[K, V]) typed() any                { return WindowStore[K, V](v) }
-func (v *slidingView[K, V]) Name() string              { return v.s.name }
-func (v *slidingView[K, V]) Len() int                  { return v.s.n }
+func (v *slidingView[K, V]) restore(key, value []byte)        { v.s.restore(key, value) }
+func (v *slidingView[K, V]) restoreBatch(recs []kvPair) error { return v.s.restoreBatch(recs) }
+func (v *slidingView[K, V]) disk() diskStore                  { return v.s.disk() }
+func (v *slidingView[K, V]) typed() any                       { return WindowStore[K, V](v) }
+func (v *slidingView[K, V]) Name() string                     { return v.s.name }
+func (v *slidingView[K, V]) Len() int                         { return v.s.len() }
 
 func (v *slidingView[K, V]) Fetch(k K, start time.Time) (V, bool, error) {
 	var z V

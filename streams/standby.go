@@ -159,7 +159,7 @@ func (s *standbys) run(ctx context.Context) {
 					if st == nil {
 						return
 					}
-					st.stores[name].restore(r.Key, r.Value)
+					restoreOne(st.stores[name], r.Key, r.Value, r.Timestamp.UnixMilli())
 					st.next[name] = r.Offset + 1
 				})
 			}
@@ -174,14 +174,19 @@ func (s *standbys) run(ctx context.Context) {
 // copied into the new task's, which then restores the changelog from the standby's
 // position. A store that is not one is restored from the start.
 type rawStore interface {
-	each(f func(key, value []byte))
+	// each yields the entries as changelog records: key, value and timestamp.
+	each(f func(key, value []byte, ts int64))
 }
 
 // each copies the entries out (a persistent store's bytes are only valid during a scan);
 // a failed scan ends early and is kept for the store's next operation.
-func (s *kvStore[K, V]) each(f func(key, value []byte)) {
+func (s *kvStore[K, V]) each(f func(key, value []byte, ts int64)) {
 	err := s.b.scan(func(k, v []byte) bool {
-		f(append([]byte{}, k...), append([]byte{}, v...))
+		ts := int64(-1)
+		if s.stamped {
+			ts, v = unstamp(v)
+		}
+		f(append([]byte{}, k...), append([]byte{}, v...), ts)
 		return true
 	})
 	if err != nil && s.err == nil {
@@ -190,9 +195,10 @@ func (s *kvStore[K, V]) each(f func(key, value []byte)) {
 }
 
 // each yields the windows as changelog records (key bytes and start).
-func (s *winStore[K, V]) each(f func(key, value []byte)) {
+func (s *winStore[K, V]) each(f func(key, value []byte, ts int64)) {
 	err := s.b.all(func(k []byte, start int64, v []byte) bool {
-		f(binary.BigEndian.AppendUint64(append([]byte{}, k...), uint64(start)), append([]byte{}, v...))
+		ts, v := unstamp(v)
+		f(binary.BigEndian.AppendUint64(append([]byte{}, k...), uint64(start)), append([]byte{}, v...), ts)
 		return true
 	})
 	if err != nil && s.err == nil {
@@ -207,7 +213,7 @@ func promote(st *standbyTask, name string, dst stateStore) bool {
 	if !ok || dst == nil {
 		return false
 	}
-	src.each(dst.restore)
+	src.each(func(k, v []byte, ts int64) { restoreOne(dst, k, v, ts) })
 	return true
 }
 

@@ -53,7 +53,7 @@ func TestKVStoresMatchReference(t *testing.T) {
 			}
 			delete(ref, string(k))
 		case op < 9:
-			recs := []kvPair{{k, []byte("b")}, {[]byte("k0"), nil}, {k, []byte(fmt.Sprint("b", step))}}
+			recs := []kvPair{{k, []byte("b"), 0}, {[]byte("k0"), nil, 0}, {k, []byte(fmt.Sprint("b", step)), 0}}
 			for _, s := range []kvBytes{pk, mk} {
 				if err := s.apply(recs); err != nil {
 					t.Fatal(err)

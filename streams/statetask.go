@@ -62,9 +62,9 @@ func (tk *task) makeStore(d *storeDef, log changelogWriter) (stateStore, error) 
 	}
 	if log != nil {
 		inner := log
-		log = func(k, v []byte) error {
+		log = func(k, v []byte, ts int64) error {
 			tk.state.dirty = true
-			return inner(k, v)
+			return inner(k, v, ts)
 		}
 	}
 	s, err := d.open(log, filepath.Join(tk.state.dir, d.name), sd.log)
@@ -73,9 +73,38 @@ func (tk *task) makeStore(d *storeDef, log changelogWriter) (stateStore, error) 
 	}
 	if p, ok := s.(persistent); ok && p.disk() != nil {
 		tk.state.disks[d.name] = p.disk()
-		tk.state.tps[d.name] = topicPartition{tk.topo.topicName(tk.appID, d.name+"-changelog"), tk.id.Partition}
+		tp := topicPartition{tk.topo.topicName(tk.appID, d.name+"-changelog"), tk.id.Partition}
+		tk.state.tps[d.name] = tp
+		if err := tk.state.checkFormat(d, tp); err != nil {
+			return nil, errors.Join(err, p.disk().close())
+		}
 	}
 	return s, nil
+}
+
+// checkFormat makes a store whose files may be of another layout than d.format (its
+// directory has no <store>.<format> marker beside it: written before its values were
+// kept so) restore from the changelog's start: the checkpoint is dropped, in memory and
+// on disk, so the restore wipes the store, and a crash before the next checkpoint leaves
+// none. Then the marker is written.
+func (st *taskState) checkFormat(d *storeDef, tp topicPartition) error {
+	if d.format == "" {
+		return nil
+	}
+	marker := filepath.Join(st.dir, d.name+"."+d.format)
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	if _, ok := st.checkpoint[tp]; ok {
+		delete(st.checkpoint, tp)
+		if err := os.Remove(filepath.Join(st.dir, checkpointFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("streams: remove checkpoint: %w", err)
+		}
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return fmt.Errorf("streams: store %s: %w", d.name, err)
+	}
+	return nil
 }
 
 // openState locks the task's directory and reads its checkpoint; under exactly_once_v2 the

@@ -46,10 +46,15 @@ type storeDef struct {
 	// open, when set, makes the store persistent in directory dir (pebble); make is then its
 	// in-memory form. A store without open is always in memory.
 	open func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error)
+	// format, when set, names the layout of a persistent store's values ("timestamped"):
+	// files without its marker are restored from the changelog (taskState.checkFormat).
+	format string
 }
 
-// changelogWriter sends one store change to the changelog; a nil value is a deletion.
-type changelogWriter func(key, value []byte) error
+// changelogWriter sends one store change to the changelog; a nil value is a deletion. ts is
+// the changelog record's timestamp: a timestamped store's own, or (ts < 0) the time of the
+// record being processed (the wall clock outside one).
+type changelogWriter func(key, value []byte, ts int64) error
 
 // kvStore is the key-value store over a byte core, in memory or pebble (kvbytes.go). It
 // holds serialized bytes keyed by the key's bytes, so it is what the changelog holds and
@@ -61,16 +66,34 @@ type kvStore[K, V any] struct {
 	topic string // for the serdes: the changelog topic's logical name
 	b     kvBytes
 	log   changelogWriter
+	// stamped makes the store timestamped, as Kafka's TimestampedKeyValueStore (an
+	// aggregation's): the core holds each value with its result's timestamp before it
+	// (stamp); the changelog holds the value's bytes alone, the timestamp being the
+	// changelog record's, and restore puts it back.
+	stamped bool
 	// err is the first failed write of a restore or count, returned by the next operation.
 	err error
 }
 
 // newKVStore declares a key-value store of type st ("" for the App's default).
 func newKVStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], st StoreType) storeDef {
+	return newKVStoreOf(name, ks, vs, st, false)
+}
+
+// newTimestampedKVStore declares a timestamped key-value store (an aggregation's).
+func newTimestampedKVStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], st StoreType) storeDef {
+	return newKVStoreOf(name, ks, vs, st, true)
+}
+
+func newKVStoreOf[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], st StoreType, stamped bool) storeDef {
 	mk := func(log changelogWriter, b kvBytes) *kvStore[K, V] {
-		return &kvStore[K, V]{name: name, ks: ks, vs: vs, topic: name + "-changelog", b: b, log: log}
+		return &kvStore[K, V]{name: name, ks: ks, vs: vs, topic: name + "-changelog", b: b, log: log, stamped: stamped}
 	}
-	return storeDef{name: name, changelog: true, storeType: st,
+	format := ""
+	if stamped {
+		format = "timestamped"
+	}
+	return storeDef{name: name, changelog: true, storeType: st, format: format,
 		make: func(log changelogWriter) stateStore { return mk(log, newMemBytes()) },
 		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
 			p, err := openPebble(dir, lg)
@@ -100,38 +123,74 @@ func (s *kvStore[K, V]) disk() diskStore {
 	return nil
 }
 
-func (s *kvStore[K, V]) restore(key, value []byte) {
+func (s *kvStore[K, V]) restore(key, value []byte) { s.restoreAt(key, value, -1) }
+
+func (s *kvStore[K, V]) restoreAt(key, value []byte, ts int64) {
+	if s.stamped {
+		value = stamp(ts, value)
+	}
 	if err := s.b.set(key, value); err != nil && s.err == nil {
 		s.err = fmt.Errorf("streams: restore store %q: %w", s.name, err)
 	}
 }
 
-func (s *kvStore[K, V]) restoreBatch(recs []kvPair) error { return s.b.apply(recs) }
+func (s *kvStore[K, V]) restoreBatch(recs []kvPair) error {
+	if s.stamped {
+		st := make([]kvPair, len(recs))
+		for i, r := range recs {
+			st[i] = kvPair{r.k, stamp(r.ts, r.v), r.ts}
+		}
+		recs = st
+	}
+	return s.b.apply(recs)
+}
+
+// value is the value bytes of stored bytes b, and their timestamp (-1 if the store is
+// not timestamped).
+func (s *kvStore[K, V]) value(b []byte) (int64, []byte) {
+	if !s.stamped {
+		return -1, b
+	}
+	return unstamp(b)
+}
 
 func (s *kvStore[K, V]) Get(k K) (V, bool, error) {
+	v, _, ok, err := s.getAt(k)
+	return v, ok, err
+}
+
+// getAt is k's value and its timestamp (-1 if the store is not timestamped).
+func (s *kvStore[K, V]) getAt(k K) (V, int64, bool, error) {
 	var z V
 	if s.err != nil {
-		return z, false, s.err
+		return z, -1, false, s.err
 	}
 	kb, err := s.ks.Serialize(s.topic, k)
 	if err != nil {
-		return z, false, fmt.Errorf("streams: store %q key: %w", s.name, err)
+		return z, -1, false, fmt.Errorf("streams: store %q key: %w", s.name, err)
 	}
-	vb, ok, err := s.b.get(kb)
+	sb, ok, err := s.b.get(kb)
 	if err != nil {
-		return z, false, fmt.Errorf("streams: store %q: %w", s.name, err)
+		return z, -1, false, fmt.Errorf("streams: store %q: %w", s.name, err)
 	}
 	if !ok {
-		return z, false, nil
+		return z, -1, false, nil
 	}
+	ts, vb := s.value(sb)
 	v, err := s.vs.Deserialize(s.topic, vb)
 	if err != nil {
-		return z, false, fmt.Errorf("streams: store %q value: %w", s.name, err)
+		return z, -1, false, fmt.Errorf("streams: store %q value: %w", s.name, err)
 	}
-	return v, true, nil
+	return v, ts, true, nil
 }
 
-func (s *kvStore[K, V]) Put(k K, v V) error {
+// Put writes k's value (timestamped, in a timestamped store, with the time of the record
+// being processed).
+func (s *kvStore[K, V]) Put(k K, v V) error { return s.putAt(k, v, -1) }
+
+// putAt writes k's value with timestamp ts (-1: the time of the record being processed,
+// kept in a timestamped store as -1).
+func (s *kvStore[K, V]) putAt(k K, v V, ts int64) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -146,11 +205,15 @@ func (s *kvStore[K, V]) Put(k K, v V) error {
 	if vb == nil {
 		vb = []byte{}
 	}
-	if err := s.b.set(kb, vb); err != nil {
+	sb := vb
+	if s.stamped {
+		sb = stamp(ts, vb)
+	}
+	if err := s.b.set(kb, sb); err != nil {
 		return fmt.Errorf("streams: store %q: %w", s.name, err)
 	}
 	if s.log != nil {
-		return s.log(kb, vb)
+		return s.log(kb, vb, ts)
 	}
 	return nil
 }
@@ -167,7 +230,7 @@ func (s *kvStore[K, V]) Delete(k K) error {
 		return fmt.Errorf("streams: store %q: %w", s.name, err)
 	}
 	if s.log != nil {
-		return s.log(kb, nil)
+		return s.log(kb, nil, -1)
 	}
 	return nil
 }
@@ -182,6 +245,7 @@ func (s *kvStore[K, V]) All() iter.Seq2[K, V] {
 			if err != nil {
 				return false
 			}
+			_, vb = s.value(vb)
 			v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
 			if err != nil {
 				return false

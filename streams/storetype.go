@@ -17,7 +17,9 @@ const (
 )
 
 // WithStoreType chooses the type of an operator's store (Count, Reduce, Aggregate, their
-// windowed forms, Table, AddKeyValueStore), as Kafka Streams' Materialized.withStoreType;
+// time-, sliding- and session-windowed forms, Table, AddKeyValueStore, and the window stores
+// of a stream-stream join), as Kafka Streams' Materialized.withStoreType and
+// StreamJoined.withStoreType;
 // without it the store is of Config.DefaultDSLStore's type. The test driver keeps every
 // store in memory.
 func WithStoreType(t StoreType) Option { return func(o *options) { o.storeType = t } }

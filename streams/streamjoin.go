@@ -125,8 +125,8 @@ func streamStreamJoin[K, V, VO, VR any](left KStream[K, V], right KStream[K, VO]
 
 	thisStore, otherStore := thisGen+"-store", otherGen+"-store"
 	retention := w.size() + w.Grace
-	b.addStore(newJoinWindowStore(thisStore, retention))
-	b.addStore(newJoinWindowStore(otherStore, retention))
+	b.addStore(newJoinWindowStore(thisStore, retention, op.storeType))
+	b.addStore(newJoinWindowStore(otherStore, retention, op.storeType))
 	outerStore := ""
 	if leftOuter {
 		outerStore = "KSTREAM-OUTERSHARED-" + thisGen[len(thisGen)-10:] + "-store"

@@ -289,7 +289,7 @@ func (b *suppressBuffer) put(key string, time, ts int64, value []byte, headers [
 	if b.log == nil {
 		return nil
 	}
-	return b.log([]byte(key), encodeBufEntry(e))
+	return b.log([]byte(key), encodeBufEntry(e), -1)
 }
 
 func (b *suppressBuffer) remove(key string) error {
@@ -297,7 +297,7 @@ func (b *suppressBuffer) remove(key string) error {
 	if b.log == nil {
 		return nil
 	}
-	return b.log([]byte(key), nil)
+	return b.log([]byte(key), nil, -1)
 }
 
 func (b *suppressBuffer) restore(key, value []byte) {

@@ -169,15 +169,21 @@ func TestSuppressUntilTimeLimit(t *testing.T) {
 		counted := map[string]int64{}
 		buf := map[string]*entry{}
 		st, seq := int64(-1), int64(0)
+		latest := map[string]int64{} // a count's timestamp: its key's latest record's (timestamped stores)
 		for i, r := range sessionInput(9, 300, 10, 5, true) {
 			in.Pipe(r.key, r.value, time.UnixMilli(r.ts))
 			st = max(st, r.ts)
 			counted[r.key]++
+			if _, ok := latest[r.key]; !ok {
+				latest[r.key] = r.ts
+			}
+			latest[r.key] = max(latest[r.key], r.ts)
+			ts := latest[r.key]
 			if e, ok := buf[r.key]; ok {
-				e.count, e.time = counted[r.key], r.ts
+				e.count, e.time = counted[r.key], ts
 			} else {
 				seq++
-				buf[r.key] = &entry{r.key, r.ts, seq, counted[r.key], r.ts}
+				buf[r.key] = &entry{r.key, ts, seq, counted[r.key], ts}
 			}
 			oldest := func() *entry {
 				var o *entry

@@ -36,16 +36,18 @@ func Table[K, V any](b *Builder, topic string, ks serde.Serde[K], vs serde.Serde
 	if store == "" {
 		store = b.newName(topic + "-STATE-STORE-")
 	}
-	b.addStore(newKVStore(store, ks, vs, op.storeType))
+	b.addStore(newTimestampedKVStore(store, ks, vs, op.storeType))
 	n := b.add(&node{kind: processorNode, name: b.newName("KTABLE-SOURCE-"), stores: []string{store},
 		supplier: func() procInstance { return &tableSource[K, V]{store: store} }}, src.n)
 	return KTable[K, V]{b: b, n: n, ks: ks, vs: vs, store: store}
 }
 
+// tableSource keeps a table's records in its timestamped store, each value with its
+// record's timestamp.
 type tableSource[K, V any] struct {
 	store string
 	c     *nodeContext
-	kv    KeyValueStore[K, V]
+	kv    *kvStore[K, V]
 }
 
 func (p *tableSource[K, V]) init(c *nodeContext) error {
@@ -53,7 +55,11 @@ func (p *tableSource[K, V]) init(c *nodeContext) error {
 	if err != nil {
 		return err
 	}
-	p.c, p.kv = c, s.(KeyValueStore[K, V])
+	kv, ok := s.(*kvStore[K, V])
+	if !ok {
+		return fmt.Errorf("streams: store %q is not a key-value store of the table's types", p.store)
+	}
+	p.c, p.kv = c, kv
 	return nil
 }
 
@@ -76,7 +82,7 @@ func (p *tableSource[K, V]) process(r rec) error {
 		if err := p.kv.Delete(k); err != nil {
 			return err
 		}
-	} else if err := p.kv.Put(k, r.value.(V)); err != nil {
+	} else if err := p.kv.putAt(k, r.value.(V), r.ts); err != nil {
 		return err
 	}
 	return p.c.forward(r)
@@ -170,17 +176,20 @@ func aggregateWith[K, V, VA any](g KGroupedStream[K, V], vas serde.Serde[VA], op
 	if s.ks == nil {
 		b.errs = append(b.errs, fmt.Errorf("streams: aggregation %q needs the key serde (WithSerdes)", store))
 	}
-	b.addStore(newKVStore(store, s.ks, vas, op.storeType))
+	b.addStore(newTimestampedKVStore(store, s.ks, vas, op.storeType))
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance { return &aggregator[K, V, VA]{store: store, f: f} }}, s.n)
 	return KTable[K, VA]{b: b, n: n, ks: s.ks, vs: vas, store: store}
 }
 
+// aggregator is Kafka Streams' KStreamAggregate over a timestamped store: a result's
+// timestamp is the largest of its inputs' (the previous result's and the record's), so an
+// out-of-order record does not move a result back in time.
 type aggregator[K, V, VA any] struct {
 	store string
 	f     func(k K, v V, acc VA, found bool) VA
 	c     *nodeContext
-	kv    KeyValueStore[K, VA]
+	kv    *kvStore[K, VA]
 }
 
 func (a *aggregator[K, V, VA]) init(c *nodeContext) error {
@@ -188,7 +197,11 @@ func (a *aggregator[K, V, VA]) init(c *nodeContext) error {
 	if err != nil {
 		return err
 	}
-	a.c, a.kv = c, s.(KeyValueStore[K, VA])
+	kv, ok := s.(*kvStore[K, VA])
+	if !ok || !kv.stamped {
+		return fmt.Errorf("streams: store %q is not a timestamped key-value store", a.store)
+	}
+	a.c, a.kv = c, kv
 	return nil
 }
 
@@ -197,15 +210,16 @@ func (a *aggregator[K, V, VA]) process(r rec) error {
 		return nil
 	}
 	k := r.key.(K)
-	prev, found, err := a.kv.Get(k)
+	prev, prevTS, found, err := a.kv.getAt(k)
 	if err != nil {
 		return err
 	}
 	acc := a.f(k, r.value.(V), prev, found)
-	if err := a.kv.Put(k, acc); err != nil {
+	ts := max(prevTS, r.ts)
+	if err := a.kv.putAt(k, acc, ts); err != nil {
 		return err
 	}
-	out := rec{key: k, value: acc, ts: r.ts, headers: r.headers}
+	out := rec{key: k, value: acc, ts: ts, headers: r.headers}
 	if found {
 		out.old = prev
 	}

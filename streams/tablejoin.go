@@ -12,8 +12,8 @@ import (
 // Materialized (MaterializedWith) gives it one; Named names its nodes (n-join-this,
 // n-join-other, n).
 //
-// A result record has the timestamp of the update that caused it (Kafka Streams gives the
-// later of both sides' timestamps, which needs timestamped stores).
+// A result record has the later of both sides' timestamps (the update's and the other
+// table's value's, from its timestamped store), as Kafka Streams gives it.
 func JoinTables[K, V, VO, VR any](left KTable[K, V], right KTable[K, VO], f func(v V, vo VO) VR, o ...Option) KTable[K, VR] {
 	return tableTableJoin[K, V, VO, VR](left, right, "JOIN", false, false, o, func(l, r any, _, _ bool) any {
 		return f(as[V](l), as[VO](r))
@@ -99,17 +99,17 @@ func tableTableJoin[K, V, VO, VR any](left KTable[K, V], right KTable[K, VO], ki
 		if err != nil {
 			return nil, err
 		}
-		return func(k any) (any, bool, error) {
-			l, hasL, err := lg(k)
+		return func(k any) (any, int64, bool, error) {
+			l, lts, hasL, err := lg(k)
 			if err != nil {
-				return nil, false, err
+				return nil, -1, false, err
 			}
-			r, hasR, err := rg(k)
+			r, rts, hasR, err := rg(k)
 			if err != nil {
-				return nil, false, err
+				return nil, -1, false, err
 			}
 			v := result(l, r, hasL, hasR)
-			return v, v != nil, nil
+			return v, max(lts, rts), v != nil, nil
 		}, nil
 	}}
 	return derivedTable[K, VR](b, mergeName, []*node{jt, jo}, left.ks, nil, op, nil,
@@ -141,9 +141,12 @@ func (p *tableJoinSide) process(r rec) error {
 	if r.key == nil {
 		return nil
 	}
-	ov, found, err := p.get(r.key)
+	ov, ots, found, err := p.get(r.key)
 	if err != nil {
 		return err
+	}
+	if found {
+		r.ts = max(r.ts, ots)
 	}
 	v, ok := p.f(r, ov, found)
 	if !ok {

@@ -37,8 +37,10 @@ func needView(b *Builder, v *tableView) {
 	}
 }
 
-// tableGetter is a view opened in a task: the value of k, and whether there is one.
-type tableGetter func(k any) (any, bool, error)
+// tableGetter is a view opened in a task: the value of k, its timestamp (the latest of the
+// updates it derives from, as Kafka's ValueAndTimestamp; -1 when its store keeps none), and
+// whether there is one.
+type tableGetter func(k any) (v any, ts int64, found bool, err error)
 
 // viewOf is t's view.
 func viewOf[K, V any](t KTable[K, V]) *tableView {
@@ -56,16 +58,25 @@ func viewOf[K, V any](t KTable[K, V]) *tableView {
 		if !ok {
 			return nil, fmt.Errorf("streams: task %s has no store %q", tk.id, store)
 		}
+		if kv, ok := st.(*kvStore[K, V]); ok {
+			return func(k any) (any, int64, bool, error) {
+				v, ts, found, err := kv.getAt(k.(K))
+				if err != nil || !found {
+					return nil, -1, false, err
+				}
+				return v, ts, true, nil
+			}, nil
+		}
 		kv, ok := st.typed().(KeyValueStore[K, V])
 		if !ok {
 			return nil, fmt.Errorf("streams: store %q is %T", store, st.typed())
 		}
-		return func(k any) (any, bool, error) {
+		return func(k any) (any, int64, bool, error) {
 			v, found, err := kv.Get(k.(K))
 			if err != nil || !found {
-				return nil, false, err
+				return nil, -1, false, err
 			}
-			return v, true, nil
+			return v, -1, true, nil
 		}, nil
 	}}
 }
@@ -84,7 +95,7 @@ func derivedTable[K, VR any](b *Builder, name string, parents []*node, ks serde.
 		if ks == nil || vs == nil {
 			b.errs = append(b.errs, fmt.Errorf("streams: materialized table %q needs its key and value serdes (MaterializedWith)", store))
 		} else {
-			b.addStore(newKVStore(store, ks, vs, op.storeType))
+			b.addStore(newTimestampedKVStore(store, ks, vs, op.storeType))
 			stores = append(stores, store)
 		}
 	}
@@ -102,7 +113,7 @@ type derivedProc[K, V any] struct {
 	open  func(tk *task) (func(r rec) (rec, bool, error), error)
 	f     func(r rec) (rec, bool, error)
 	store string
-	kv    KeyValueStore[K, V]
+	kv    *kvStore[K, V]
 	c     *nodeContext
 }
 
@@ -113,7 +124,7 @@ func (p *derivedProc[K, V]) init(c *nodeContext) error {
 	}
 	p.c, p.f = c, f
 	if p.store != "" {
-		kv, ok := c.task.stores[p.store].typed().(KeyValueStore[K, V])
+		kv, ok := c.task.stores[p.store].(*kvStore[K, V])
 		if !ok {
 			return fmt.Errorf("streams: store %q is not a KeyValueStore of the table's types", p.store)
 		}
@@ -145,7 +156,7 @@ func (p *derivedProc[K, V]) process(r rec) error {
 		if out.value == nil {
 			err = p.kv.Delete(k)
 		} else {
-			err = p.kv.Put(k, out.value.(V))
+			err = p.kv.putAt(k, out.value.(V), out.ts)
 		}
 		if err != nil {
 			return err
@@ -169,12 +180,12 @@ func (t KTable[K, V]) Filter(pred func(K, V) bool, o ...Option) KTable[K, V] {
 		if err != nil {
 			return nil, err
 		}
-		return func(k any) (any, bool, error) {
-			v, found, err := get(k)
+		return func(k any) (any, int64, bool, error) {
+			v, ts, found, err := get(k)
 			if err != nil || !found || !keepIt(k, v) {
-				return nil, false, err
+				return nil, -1, false, err
 			}
-			return v, true, nil
+			return v, ts, true, nil
 		}, nil
 	}}
 	return derivedTable(t.b, name, []*node{t.n}, t.ks, t.vs, op, nil,
@@ -204,12 +215,12 @@ func MapValuesTable[K, V, VR any](t KTable[K, V], f func(V) VR, o ...Option) KTa
 		if err != nil {
 			return nil, err
 		}
-		return func(k any) (any, bool, error) {
-			v, found, err := get(k)
+		return func(k any) (any, int64, bool, error) {
+			v, ts, found, err := get(k)
 			if err != nil || !found {
-				return nil, false, err
+				return nil, -1, false, err
 			}
-			return f(as[V](v)), true, nil
+			return f(as[V](v)), ts, true, nil
 		}, nil
 	}}
 	return derivedTable(t.b, name, []*node{t.n}, t.ks, keep[V, VR](t.vs), op, nil,

@@ -74,8 +74,10 @@ func newTask(t *topology, id TaskID, appID string, clock func() time.Time, emit 
 		var log changelogWriter
 		if d.changelog {
 			topic := t.topicName(appID, name+"-changelog")
-			log = func(k, v []byte) error {
-				ts := tk.curTS
+			log = func(k, v []byte, ts int64) error {
+				if ts < 0 {
+					ts = tk.curTS
+				}
 				if ts < 0 {
 					ts = clock().UnixMilli()
 				}

@@ -209,15 +209,16 @@ func (a *windowAggregator[K, V, VA]) process(r rec) error {
 			continue
 		}
 		wk := Windowed[K]{Key: k, Window: Window{Start: fromMillis(start), End: fromMillis(end)}}
-		acc, found, err := a.kv.Get(wk)
+		acc, prevTS, found, err := a.kv.getAt(wk)
 		if err != nil {
 			return err
 		}
 		acc = a.f(k, r.value.(V), acc, found)
-		if err := a.kv.Put(wk, acc); err != nil {
+		ts := max(prevTS, r.ts) // the window's result is as late as its latest input
+		if err := a.kv.putAt(wk, acc, ts); err != nil {
 			return err
 		}
-		if err := a.c.forward(rec{key: wk, value: acc, ts: r.ts, headers: r.headers}); err != nil {
+		if err := a.c.forward(rec{key: wk, value: acc, ts: ts, headers: r.headers}); err != nil {
 			return err
 		}
 	}

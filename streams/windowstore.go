@@ -1,12 +1,11 @@
 package streams
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"iter"
-	"maps"
-	"slices"
+	"log/slog"
+	"math"
 	"time"
 
 	"github.com/gregor-project/gregor/streams/serde"
@@ -29,24 +28,49 @@ type winEntry struct {
 	value      []byte
 }
 
-// memWindowStore is the in-memory store of windows (sliding windows) and sessions: values
-// by key bytes and window, with every key's windows sorted by start (then end), so a
-// processor finds the windows of a key near a time without scanning the others. Writes go
-// to the changelog (<application.id>-<store>-changelog) as they happen; restore replays it.
+// memWindowStore is the store of windows (sliding windows) and sessions: values by key
+// bytes and window over a window core (windowcore.go), in memory or pebble, with every
+// key's windows sorted by start (then end), so a processor finds the windows of a key near
+// a time without scanning the others. Writes go to the changelog
+// (<application.id>-<store>-changelog) as they happen; restore replays it.
 //
-// Invariant: keys[k] is sorted by (start, end) with no two entries of the same bounds, and
-// n is the number of entries over every key. The store is used by one task's goroutine.
+// The store is used by one task's goroutine.
 type memWindowStore struct {
 	name   string
 	layout windowLayout
 	size   int64 // time-window layout: end = start + size
-	keys   map[string][]winEntry
-	n      int
+	c      windowCore
 	log    changelogWriter
+	// err is the first failed read, restore or expiry, returned by the next write.
+	err error
 }
 
 func newMemWindowStore(name string, layout windowLayout, size int64, log changelogWriter) *memWindowStore {
-	return &memWindowStore{name: name, layout: layout, size: size, keys: map[string][]winEntry{}, log: log}
+	return &memWindowStore{name: name, layout: layout, size: size, c: newMemWindowCore(), log: log}
+}
+
+// openWindowStore is newMemWindowStore over a pebble database in dir.
+func openWindowStore(name string, layout windowLayout, size int64, log changelogWriter, dir string, lg *slog.Logger) (*memWindowStore, error) {
+	p, err := openPebble(dir, lg)
+	if err != nil {
+		return nil, err
+	}
+	return &memWindowStore{name: name, layout: layout, size: size, c: pebbleWindowCore{p}, log: log}, nil
+}
+
+// disk is the store's database when it is persistent.
+func (s *memWindowStore) disk() diskStore {
+	if p, ok := s.c.(persistent); ok {
+		return p.disk()
+	}
+	return nil
+}
+
+// fail keeps the first error for the next write.
+func (s *memWindowStore) fail(err error) {
+	if err != nil && s.err == nil {
+		s.err = fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
 }
 
 // storeKey is the changelog key of window [start, end] of key kb.
@@ -92,95 +116,82 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// set writes or (value nil) removes a window, in memory only.
-func (s *memWindowStore) set(kb string, start, end int64, value []byte) {
-	es := s.keys[kb]
-	i, found := slices.BinarySearchFunc(es, [2]int64{start, end}, cmpWin)
-	switch {
-	case value == nil && found:
-		es = slices.Delete(es, i, i+1)
-		s.n--
-	case value == nil:
-		return
-	case found:
-		es[i].value = value
-	default:
-		es = slices.Insert(es, i, winEntry{start: start, end: end, value: value})
-		s.n++
-	}
-	if len(es) == 0 {
-		delete(s.keys, kb)
-	} else {
-		s.keys[kb] = es
-	}
-}
-
 func (s *memWindowStore) restore(key, value []byte) {
 	kb, start, end, ok := s.splitKey(key)
 	if !ok {
 		return // not a key this store wrote
 	}
-	s.set(kb, start, end, value)
+	s.fail(s.c.set(kb, start, end, value))
+}
+
+// restoreBatch applies changelog records in one write (keys too short to be this store's
+// are skipped, as restore does).
+func (s *memWindowStore) restoreBatch(recs []kvPair) error {
+	ws := make([]windowRec, 0, len(recs))
+	for _, r := range recs {
+		if kb, start, end, ok := s.splitKey(r.k); ok {
+			ws = append(ws, windowRec{kb, start, end, r.v})
+		}
+	}
+	if err := s.c.apply(ws); err != nil {
+		return fmt.Errorf("streams: restore store %q: %w", s.name, err)
+	}
+	return nil
 }
 
 // put writes a window and logs it; a nil value removes the window.
 func (s *memWindowStore) put(kb string, start, end int64, value []byte) error {
+	if s.err != nil {
+		return s.err
+	}
 	if value == nil {
 		if _, ok := s.get(kb, start, end); !ok {
-			return nil
+			return s.err
 		}
 	}
-	s.set(kb, start, end, value)
+	if err := s.c.set(kb, start, end, value); err != nil {
+		return fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
 	if s.log != nil {
-		return s.log(s.storeKey(kb, start, end), value)
+		return s.log(s.storeKey(kb, start, end), value, -1)
 	}
 	return nil
 }
 
 func (s *memWindowStore) get(kb string, start, end int64) ([]byte, bool) {
-	es := s.keys[kb]
-	i, found := slices.BinarySearchFunc(es, [2]int64{start, end}, cmpWin)
-	if !found {
-		return nil, false
-	}
-	return es[i].value, true
+	v, ok, err := s.c.get(kb, start, end)
+	s.fail(err)
+	return v, ok
 }
 
 // between is a copy of key kb's windows starting in [from, to], by start.
 func (s *memWindowStore) between(kb string, from, to int64) []winEntry {
-	es := s.keys[kb]
-	i, _ := slices.BinarySearchFunc(es, [2]int64{from, -1 << 63}, cmpWin)
-	var out []winEntry
-	for ; i < len(es) && es[i].start <= to; i++ {
-		out = append(out, es[i])
-	}
-	return out
+	es, err := s.c.between(kb, from, to)
+	s.fail(err)
+	return es
 }
 
-// expire removes, from memory only, the windows for which old is true. Their changelog
+// expire removes, from the store only, the windows for which old is true. Their changelog
 // records stay (compaction and the topic's retention remove them), so a restore brings them
 // back until the next expiry, which the processor runs before it reads the store.
 func (s *memWindowStore) expire(old func(start, end int64) bool) {
-	for kb, es := range s.keys {
-		kept := es[:0]
-		for _, e := range es {
-			if old(e.start, e.end) {
-				s.n--
-			} else {
-				kept = append(kept, e)
-			}
-		}
-		if len(kept) == 0 {
-			delete(s.keys, kb)
-		} else {
-			s.keys[kb] = kept
-		}
-	}
+	s.fail(s.c.expire(old))
 }
 
-// sortedKeys are the store's keys in byte order.
-func (s *memWindowStore) sortedKeys() []string {
-	return slices.SortedFunc(maps.Keys(s.keys), func(a, b string) int { return bytes.Compare([]byte(a), []byte(b)) })
+// scan calls f with the windows starting in [from, to] of the keys whose bytes are in
+// [kFrom, kTo] (a nil bound is open), in key-byte then start order, until f returns false.
+func (s *memWindowStore) scan(kFrom, kTo []byte, from, to int64, f func(kb string, e winEntry) bool) error {
+	if err := s.c.scan(kFrom, kTo, from, to, f); err != nil {
+		return fmt.Errorf("streams: store %q: %w", s.name, err)
+	}
+	return nil
+}
+
+// len is the number of windows (a persistent store counts them by scanning).
+func (s *memWindowStore) len() int {
+	n, err := s.c.count()
+	s.fail(err)
+	return n
 }
 
 // SessionStore is a task's store of sessions (Kafka Streams' SessionStore): per key, the
@@ -222,16 +233,28 @@ type sessionView[K, V any] struct {
 	topic string
 }
 
-func newMemSessionStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) storeDef {
-	return storeDef{name: name, changelog: true, make: func(log changelogWriter) stateStore {
-		return &sessionView[K, V]{s: newMemWindowStore(name, sessionWindowLayout, 0, log), ks: ks, vs: vs, topic: name + "-changelog"}
-	}}
+// newSessionStore declares a session store of type st ("" for the App's default).
+func newSessionStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], st StoreType) storeDef {
+	mk := func(s *memWindowStore) stateStore {
+		return &sessionView[K, V]{s: s, ks: ks, vs: vs, topic: name + "-changelog"}
+	}
+	return storeDef{name: name, changelog: true, storeType: st,
+		make: func(log changelogWriter) stateStore { return mk(newMemWindowStore(name, sessionWindowLayout, 0, log)) },
+		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
+			s, err := openWindowStore(name, sessionWindowLayout, 0, log, dir, lg)
+			if err != nil {
+				return nil, err
+			}
+			return mk(s), nil
+		}}
 }
 
-func (v *sessionView[K, V]) restore(key, value []byte) { v.s.restore(key, value) }
-func (v *sessionView[K, V]) typed() any                { return SessionStore[K, V](v) }
-func (v *sessionView[K, V]) Name() string              { return v.s.name }
-func (v *sessionView[K, V]) Len() int                  { return v.s.n }
+func (v *sessionView[K, V]) restore(key, value []byte)        { v.s.restore(key, value) }
+func (v *sessionView[K, V]) restoreBatch(recs []kvPair) error { return v.s.restoreBatch(recs) }
+func (v *sessionView[K, V]) disk() diskStore                  { return v.s.disk() }
+func (v *sessionView[K, V]) typed() any                       { return SessionStore[K, V](v) }
+func (v *sessionView[K, V]) Name() string                     { return v.s.name }
+func (v *sessionView[K, V]) Len() int                         { return v.s.len() }
 
 func (v *sessionView[K, V]) key(k K) (string, error) {
 	kb, err := v.ks.Serialize(v.topic, k)
@@ -317,18 +340,7 @@ func (v *sessionView[K, V]) All() iter.Seq2[Windowed[K], V] {
 // own bytes; it stops at bytes that do not deserialize.
 func allWindows[K, V any](s *memWindowStore, ks serde.Serde[K], vs serde.Serde[V], topic string, unwrap func([]byte) []byte) iter.Seq2[Windowed[K], V] {
 	return func(yield func(Windowed[K], V) bool) {
-		for _, kb := range s.sortedKeys() {
-			k, err := ks.Deserialize(topic, []byte(kb))
-			if err != nil {
-				return
-			}
-			for _, e := range slices.Clone(s.keys[kb]) {
-				x, err := vs.Deserialize(topic, unwrap(e.value))
-				if err != nil || !yield(sessionKey(k, e.start, e.end), x) {
-					return
-				}
-			}
-		}
+		_ = readTyped(s, ks, vs, topic, nil, nil, math.MinInt64, math.MaxInt64, func(winEntry) bool { return true }, unwrap, yield)
 	}
 }
 

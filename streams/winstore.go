@@ -14,6 +14,10 @@ import (
 // KeyValueStore of Windowed keys. Its changelog key is Kafka's time-window layout, the
 // key's bytes then the window start (8 bytes big-endian ms), so restore needs no serde.
 //
+// It is timestamped, as Kafka's TimestampedWindowStore: the core holds each value with its
+// result's timestamp before it (stamp); the changelog holds the value's bytes alone, the
+// timestamp being the changelog record's, and restore puts it back.
+//
 // Windows start at or after 0 (windowsFor never yields an earlier one).
 type winStore[K, V any] struct {
 	name  string
@@ -34,7 +38,7 @@ func newWinStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], si
 	mk := func(log changelogWriter, b winBytes) *winStore[K, V] {
 		return &winStore[K, V]{name: name, ks: ks, vs: vs, size: size, topic: name + "-changelog", b: b, log: log}
 	}
-	return storeDef{name: name, changelog: true, storeType: st,
+	return storeDef{name: name, changelog: true, storeType: st, format: "timestamped",
 		make: func(log changelogWriter) stateStore { return mk(log, newMemWinBytes()) },
 		open: func(log changelogWriter, dir string, lg *slog.Logger) (stateStore, error) {
 			p, err := openPebble(dir, lg)
@@ -68,8 +72,10 @@ func splitChangelogKey(b []byte) ([]byte, int64, bool) {
 	return b[:n], int64(binary.BigEndian.Uint64(b[n:])), true
 }
 
-func (s *winStore[K, V]) restore(key, value []byte) {
-	if err := s.restoreBatch([]kvPair{{key, value}}); err != nil && s.err == nil {
+func (s *winStore[K, V]) restore(key, value []byte) { s.restoreAt(key, value, -1) }
+
+func (s *winStore[K, V]) restoreAt(key, value []byte, ts int64) {
+	if err := s.restoreBatch([]kvPair{{key, value, ts}}); err != nil && s.err == nil {
 		s.err = err
 	}
 }
@@ -83,7 +89,7 @@ func (s *winStore[K, V]) restoreBatch(recs []kvPair) error {
 		if !ok {
 			return fmt.Errorf("streams: restore store %q: changelog key of %d bytes", s.name, len(r.k))
 		}
-		ws = append(ws, winRec{k, start, r.v})
+		ws = append(ws, winRec{k, start, stamp(r.ts, r.v)})
 	}
 	if err := s.b.apply(ws); err != nil {
 		return fmt.Errorf("streams: restore store %q: %w", s.name, err)
@@ -100,26 +106,38 @@ func (s *winStore[K, V]) Len() int {
 }
 
 func (s *winStore[K, V]) Get(w Windowed[K]) (V, bool, error) {
+	v, _, ok, err := s.getAt(w)
+	return v, ok, err
+}
+
+// getAt is w's value and its timestamp.
+func (s *winStore[K, V]) getAt(w Windowed[K]) (V, int64, bool, error) {
 	var z V
 	if s.err != nil {
-		return z, false, s.err
+		return z, -1, false, s.err
 	}
 	kb, err := s.ks.Serialize(s.topic, w.Key)
 	if err != nil {
-		return z, false, fmt.Errorf("streams: store %q key: %w", s.name, err)
+		return z, -1, false, fmt.Errorf("streams: store %q key: %w", s.name, err)
 	}
-	vb, ok, err := s.b.get(kb, w.Window.Start.UnixMilli())
+	sb, ok, err := s.b.get(kb, w.Window.Start.UnixMilli())
 	if err != nil || !ok {
-		return z, false, err
+		return z, -1, false, err
 	}
+	ts, vb := unstamp(sb)
 	v, err := s.vs.Deserialize(s.topic, vb)
 	if err != nil {
-		return z, false, fmt.Errorf("streams: store %q value: %w", s.name, err)
+		return z, -1, false, fmt.Errorf("streams: store %q value: %w", s.name, err)
 	}
-	return v, true, nil
+	return v, ts, true, nil
 }
 
-func (s *winStore[K, V]) Put(w Windowed[K], v V) error {
+// Put writes w's value timestamped with the record being processed.
+func (s *winStore[K, V]) Put(w Windowed[K], v V) error { return s.putAt(w, v, -1) }
+
+// putAt writes w's value with timestamp ts (-1: the time of the record being processed,
+// kept in the store as -1).
+func (s *winStore[K, V]) putAt(w Windowed[K], v V, ts int64) error {
 	vb, err := s.vs.Serialize(s.topic, v)
 	if err != nil {
 		return fmt.Errorf("streams: store %q value: %w", s.name, err)
@@ -127,12 +145,12 @@ func (s *winStore[K, V]) Put(w Windowed[K], v V) error {
 	if vb == nil {
 		vb = []byte{}
 	}
-	return s.write(w, vb)
+	return s.write(w, vb, ts)
 }
 
-func (s *winStore[K, V]) Delete(w Windowed[K]) error { return s.write(w, nil) }
+func (s *winStore[K, V]) Delete(w Windowed[K]) error { return s.write(w, nil, -1) }
 
-func (s *winStore[K, V]) write(w Windowed[K], vb []byte) error {
+func (s *winStore[K, V]) write(w Windowed[K], vb []byte, ts int64) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -141,11 +159,11 @@ func (s *winStore[K, V]) write(w Windowed[K], vb []byte) error {
 		return fmt.Errorf("streams: store %q key: %w", s.name, err)
 	}
 	start := w.Window.Start.UnixMilli()
-	if err := s.b.set(kb, start, vb); err != nil {
+	if err := s.b.set(kb, start, stamp(ts, vb)); err != nil {
 		return fmt.Errorf("streams: store %q: %w", s.name, err)
 	}
 	if s.log != nil {
-		return s.log(binary.BigEndian.AppendUint64(append([]byte{}, kb...), uint64(start)), vb)
+		return s.log(binary.BigEndian.AppendUint64(append([]byte{}, kb...), uint64(start)), vb, ts)
 	}
 	return nil
 }
@@ -162,6 +180,7 @@ func (s *winStore[K, V]) All() iter.Seq2[Windowed[K], V] {
 			if err != nil {
 				return false
 			}
+			_, vb = unstamp(vb)
 			v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
 			if err != nil {
 				return false
@@ -183,6 +202,7 @@ func (s *winStore[K, V]) Fetch(k K, from, to int64) iter.Seq2[Windowed[K], V] {
 			return
 		}
 		err = s.b.fetch(kb, from, to, func(start int64, vb []byte) bool {
+			_, vb = unstamp(vb)
 			v, err := s.vs.Deserialize(s.topic, append([]byte{}, vb...))
 			if err != nil {
 				return false
