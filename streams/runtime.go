@@ -146,6 +146,7 @@ type App struct {
 	runMu  sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	closed bool // Close was called: a Run not yet started returns at once
 }
 
 // New checks the topology and the configuration; Run starts processing.
@@ -238,6 +239,10 @@ func (a *App) Run(ctx context.Context) error {
 		a.runMu.Unlock()
 		return errors.New("streams: Run called twice")
 	}
+	if a.closed {
+		a.runMu.Unlock()
+		return nil
+	}
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.done = make(chan struct{})
 	a.runMu.Unlock()
@@ -273,9 +278,11 @@ func (a *App) Run(ctx context.Context) error {
 	return a.threads(ctx)
 }
 
-// Close stops Run and waits for it to return.
+// Close stops Run and waits for it to return; a Run that has not started yet returns nil
+// at once when it does, so `go app.Run(ctx)` followed by Close never leaves it running.
 func (a *App) Close() error {
 	a.runMu.Lock()
+	a.closed = true
 	cancel, done := a.cancel, a.done
 	a.runMu.Unlock()
 	if cancel == nil {

@@ -191,3 +191,26 @@ func TestMissingInputTopic(t *testing.T) {
 		t.Fatalf("Run without its input topic: %v", err)
 	}
 }
+
+// Close before Run has started: Run returns nil at once instead of running on.
+func TestCloseBeforeRun(t *testing.T) {
+	b := streams.NewBuilder()
+	wordCount(b)
+	app, err := streams.New(b, streams.Config{ApplicationID: "closed-early", Brokers: []string{"127.0.0.1:1"}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run after Close still running a minute later")
+	}
+}
