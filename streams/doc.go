@@ -158,8 +158,7 @@
 // (Kafka folds such records into [0, time difference]).
 //
 // Not yet: persistent stores of suppression buffers, outer joins' waiting records and
-// global tables;
-// standby copies on disk (a standby keeps its copy in memory); the state cleaner
+// global tables; standby copies on disk (a standby keeps its copy in memory); the state cleaner
 // (state.cleanup.delay.ms: directories of tasks no longer assigned stay until CleanUp);
 // Suppress's spill to disk; a record cache (every table update is forwarded and every
 // persistent store access reaches pebble); more than one
@@ -171,7 +170,9 @@
 // fails the transaction) and for serialization errors; KTable groupBy; timestamps of
 // foreign-key join results (each has the timestamp of the update that caused it, not the
 // later of both sides'); a null foreign key (the extractor always returns one);
-// custom processors for global stores.
+// custom processors for global stores; task idling (KIP-695, max.task.idle.ms): a task
+// orders by timestamp the records one poll brought, and does not wait for a source
+// partition whose records have not been fetched yet.
 //
 // # Joins
 //
