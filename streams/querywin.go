@@ -112,15 +112,22 @@ func (q *windowQuery[K, V]) each(f func(windowReader[K, V]) bool) error {
 // read collects the windows of [kFrom, kTo] (nil: open; from a key when key is set)
 // starting in [from, to] over every instance.
 func (q *windowQuery[K, V]) read(key *K, kFrom, kTo *K, from, to int64, backward bool) ([]KeyValue[Windowed[K], V], error) {
-	var out []KeyValue[Windowed[K], V]
-	var rerr error
-	err := q.each(func(r windowReader[K, V]) bool {
+	return collectWindowed(q.each, func(r windowReader[K, V], emit func(Windowed[K], V) bool) error {
 		lo, hi, err := queryBounds(r.queryKey, key, kFrom, kTo)
 		if err != nil {
-			rerr = err
-			return false
+			return err
 		}
-		rerr = r.readWindows(lo, hi, from, to, func(w Windowed[K], v V) bool {
+		return r.readWindows(lo, hi, from, to, emit)
+	}, backward)
+}
+
+// collectWindowed gathers what read yields from each instance each visits (all of them,
+// unless read fails), in the stores' order or, backward, the reverse.
+func collectWindowed[K, V, R any](each func(func(R) bool) error, read func(r R, emit func(Windowed[K], V) bool) error, backward bool) ([]KeyValue[Windowed[K], V], error) {
+	var out []KeyValue[Windowed[K], V]
+	var rerr error
+	err := each(func(r R) bool {
+		rerr = read(r, func(w Windowed[K], v V) bool {
 			out = append(out, KV(w, v))
 			return true
 		})
@@ -217,24 +224,13 @@ func (q *sessionQuery[K, V]) each(f func(sessionReader[K, V]) bool) error {
 }
 
 func (q *sessionQuery[K, V]) read(key *K, kFrom, kTo *K, earliestEnd, latestStart int64, backward bool) ([]KeyValue[Windowed[K], V], error) {
-	var out []KeyValue[Windowed[K], V]
-	var rerr error
-	err := q.each(func(r sessionReader[K, V]) bool {
+	return collectWindowed(q.each, func(r sessionReader[K, V], emit func(Windowed[K], V) bool) error {
 		lo, hi, err := queryBounds(r.queryKey, key, kFrom, kTo)
 		if err != nil {
-			rerr = err
-			return false
+			return err
 		}
-		rerr = r.readSessions(lo, hi, earliestEnd, latestStart, func(w Windowed[K], v V) bool {
-			out = append(out, KV(w, v))
-			return true
-		})
-		return rerr == nil
-	})
-	if backward {
-		slices.Reverse(out)
-	}
-	return out, errors.Join(err, rerr)
+		return r.readSessions(lo, hi, earliestEnd, latestStart, emit)
+	}, backward)
 }
 
 func (q *sessionQuery[K, V]) Fetch(k K) ([]KeyValue[Windowed[K], V], error) {
