@@ -87,22 +87,7 @@ type sessionOps[K, V, VA any] struct {
 func sessionAggregate[K, V, VA any](ws SessionWindowedKStream[K, V], vas serde.Serde[VA], op options, prefix string, ops sessionOps[K, V, VA]) KTable[Windowed[K], VA] {
 	g, w := ws.g, ws.w
 	b := g.s.b
-	store := op.name
-	if store == "" {
-		store = b.newName(prefix + "STATE-STORE-")
-	}
-	name := b.nameOr(op, prefix)
-	s := g.s
-	if g.repartition {
-		base := g.name
-		if base == "" {
-			base = store
-		}
-		s = repartition(s, base)
-	}
-	if s.ks == nil {
-		b.errs = append(b.errs, fmt.Errorf("streams: session aggregation %q needs the key serde (WithSerdes)", store))
-	}
+	s, store, name := aggregationInput(g, op, prefix, "session aggregation")
 	gap, grace := w.InactivityGap.Milliseconds(), w.Grace.Milliseconds()
 	def := newSessionStore(store, s.ks, vas, op.storeType)
 	// As Kafka Streams: a session store's changelog is compacted and also deleted past the

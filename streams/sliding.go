@@ -42,22 +42,7 @@ func SlidingWindowedBy[K, V any](g KGroupedStream[K, V], w SlidingWindows) TimeW
 func slidingAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Serde[VA], op options, prefix string, f func(k K, v V, acc VA, found bool) VA) KTable[Windowed[K], VA] {
 	g, w := ws.g, *ws.sliding
 	b := g.s.b
-	store := op.name
-	if store == "" {
-		store = b.newName(prefix + "STATE-STORE-")
-	}
-	name := b.nameOr(op, prefix)
-	s := g.s
-	if g.repartition {
-		base := g.name
-		if base == "" {
-			base = store
-		}
-		s = repartition(s, base)
-	}
-	if s.ks == nil {
-		b.errs = append(b.errs, fmt.Errorf("streams: windowed aggregation %q needs the key serde (WithSerdes)", store))
-	}
+	s, store, name := aggregationInput(g, op, prefix, "windowed aggregation")
 	diff, grace := w.TimeDifference.Milliseconds(), w.Grace.Milliseconds()
 	ks := s.ks
 	b.addStore(storeDef{name: store, changelog: true,

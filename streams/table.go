@@ -156,16 +156,18 @@ func aggregate[K, V, VA any](g KGroupedStream[K, V], init func() VA, f func(K, V
 	})
 }
 
-// aggregateWith adds the aggregation: its store (named as Kafka Streams names it), the
-// repartition when needed, and the processor that reads, updates and forwards per record.
-func aggregateWith[K, V, VA any](g KGroupedStream[K, V], vas serde.Serde[VA], op options, f func(k K, v V, acc VA, found bool) VA) KTable[K, VA] {
+// aggregationInput names an aggregation's store and node as Kafka Streams numbers them
+// (prefix+"STATE-STORE-" first, then prefix; Named names the store) and returns the stream
+// it reads: g's, through a repartition topic first when g's key changed. what names the
+// aggregation in the error for a missing key serde.
+func aggregationInput[K, V any](g KGroupedStream[K, V], op options, prefix, what string) (s KStream[K, V], store, name string) {
 	b := g.s.b
-	store := op.name
+	store = op.name
 	if store == "" {
-		store = b.newName("KSTREAM-AGGREGATE-STATE-STORE-")
+		store = b.newName(prefix + "STATE-STORE-")
 	}
-	name := b.nameOr(op, "KSTREAM-AGGREGATE-")
-	s := g.s
+	name = b.nameOr(op, prefix)
+	s = g.s
 	if g.repartition {
 		base := g.name
 		if base == "" {
@@ -174,8 +176,16 @@ func aggregateWith[K, V, VA any](g KGroupedStream[K, V], vas serde.Serde[VA], op
 		s = repartition(s, base)
 	}
 	if s.ks == nil {
-		b.errs = append(b.errs, fmt.Errorf("streams: aggregation %q needs the key serde (WithSerdes)", store))
+		b.errs = append(b.errs, fmt.Errorf("streams: %s %q needs the key serde (WithSerdes)", what, store))
 	}
+	return s, store, name
+}
+
+// aggregateWith adds the aggregation: its store (named as Kafka Streams names it), the
+// repartition when needed, and the processor that reads, updates and forwards per record.
+func aggregateWith[K, V, VA any](g KGroupedStream[K, V], vas serde.Serde[VA], op options, f func(k K, v V, acc VA, found bool) VA) KTable[K, VA] {
+	b := g.s.b
+	s, store, name := aggregationInput(g, op, "KSTREAM-AGGREGATE-", "aggregation")
 	b.addStore(newTimestampedKVStore(store, s.ks, vas, op.storeType))
 	n := b.add(&node{kind: processorNode, name: name, stores: []string{store},
 		supplier: func() procInstance { return &aggregator[K, V, VA]{store: store, f: f} }}, s.n)

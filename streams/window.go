@@ -135,22 +135,7 @@ func windowedAggregate[K, V, VA any](ws TimeWindowedKStream[K, V], vas serde.Ser
 	}
 	g := ws.g
 	b := g.s.b
-	store := op.name
-	if store == "" {
-		store = b.newName(prefix + "STATE-STORE-")
-	}
-	name := b.nameOr(op, prefix)
-	s := g.s
-	if g.repartition {
-		base := g.name
-		if base == "" {
-			base = store
-		}
-		s = repartition(s, base)
-	}
-	if s.ks == nil {
-		b.errs = append(b.errs, fmt.Errorf("streams: windowed aggregation %q needs the key serde (WithSerdes)", store))
-	}
+	s, store, name := aggregationInput(g, op, prefix, "windowed aggregation")
 	wks := WindowedSerde(s.ks, ws.w.Size)
 	def := newWinStore(store, s.ks, vas, ws.w.Size.Milliseconds(), (ws.w.Size + ws.w.Grace).Milliseconds(), op.storeType)
 	// As Kafka Streams: a window store's changelog is compacted and also deleted past the
