@@ -57,6 +57,7 @@ type Broker struct {
 	soleVoter  bool // the quorum is this node alone
 	ctrlMux    *server.Mux
 	ctrlServer *server.Server
+	ctrlConns  *server.ConnQuotas // the controller listener's connection limits (connlimits.go)
 
 	// Broker side.
 	ctrl     *client.Client
@@ -502,7 +503,7 @@ func (b *Broker) bindListeners() error {
 	b.bound = map[string]net.Addr{}
 	b.listenerSec = map[string]*security.Listener{}
 	limits := serverLimits(b.cfg) // one memory pool for all broker listeners
-	cl, err := connLimits(b.cfg)
+	cl, err := connLimits(b.cfg, false)
 	if err != nil {
 		return err
 	}

@@ -16,8 +16,10 @@ import (
 // The connection limits of the broker's listeners (server.ConnQuotas): max.connections,
 // max.connections.per.ip, max.connections.per.ip.overrides, max.connection.creation.rate
 // (and the listener.name.<listener>. forms of the first and last), and the ip client quota
-// connection_creation_rate read from the metadata image. The CONTROLLER listener has none
-// (Kafka gives a controller's SocketServer its own ConnectionQuotas with the same keys).
+// connection_creation_rate read from the metadata image. The CONTROLLER listener has a set
+// of its own over the same keys, as Kafka gives a controller's SocketServer its own
+// ConnectionQuotas; raft traffic between controllers (internal/quorum's side of the
+// listener) is not counted, so the quorum never waits on a client's connections.
 
 // resolveTimeout bounds the lookup of a host name of max.connections.per.ip.overrides.
 const resolveTimeout = 10 * time.Second
@@ -25,7 +27,9 @@ const resolveTimeout = 10 * time.Second
 // connLimits are the connection limits of cfg over the broker listeners. A host name of
 // max.connections.per.ip.overrides is looked up now and stands for each address it resolves
 // to (Kafka takes the first); one that does not resolve is an error.
-func connLimits(cfg *config.Broker) (server.ConnLimits, error) {
+// With controller, they are the limits over the controller listener instead: none of its
+// connections is let past max.connections (Kafka protects only the inter-broker listener).
+func connLimits(cfg *config.Broker, controller bool) (server.ConnLimits, error) {
 	c := cfg.Current()
 	l := server.ConnLimits{
 		MaxConnections:  int(c.MaxConnections),
@@ -36,8 +40,11 @@ func connLimits(cfg *config.Broker) (server.ConnLimits, error) {
 		PerIPOverrides:  map[netip.Addr]int{},
 		Window:          quota.Window{Num: int(c.QuotaWindowNum), Size: time.Duration(c.QuotaWindowSizeSeconds) * time.Second},
 	}
+	if controller {
+		l.InterBroker = ""
+	}
 	for _, ln := range c.Listeners {
-		if slices.Contains(c.ControllerListenerNames, ln.Name) {
+		if slices.Contains(c.ControllerListenerNames, ln.Name) != controller {
 			continue
 		}
 		maxConns, rate := cfg.ListenerConnectionLimits(ln.Name)
@@ -75,16 +82,21 @@ func (b *Broker) ipQuotas() quota.Table {
 // connections of its unprotected listeners are closed. A host of
 // max.connections.per.ip.overrides that no longer resolves keeps the limits in force.
 func (b *Broker) reconfigureConnections() {
-	if b.conns == nil {
-		return
-	}
-	l, err := connLimits(b.cfg)
-	if err != nil {
-		b.log.Error("connection limits not changed", "err", err)
-		return
-	}
-	for _, v := range b.conns.SetLimits(l) {
-		b.log.Info("closing the least recently active connection: the broker is over max.connections", "listener", v.Listener(), "remote", v.IP().String())
-		v.Close()
+	for _, q := range []struct {
+		conns      *server.ConnQuotas
+		controller bool
+	}{{b.conns, false}, {b.ctrlConns, true}} {
+		if q.conns == nil {
+			continue
+		}
+		l, err := connLimits(b.cfg, q.controller)
+		if err != nil {
+			b.log.Error("connection limits not changed", "err", err)
+			return
+		}
+		for _, v := range q.conns.SetLimits(l) {
+			b.log.Info("closing the least recently active connection: the node is over max.connections", "listener", v.Listener(), "remote", v.IP().String())
+			v.Close()
+		}
 	}
 }

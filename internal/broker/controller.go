@@ -136,7 +136,14 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 	})
 	srv := server.New(name, h, b.log)
 	srv.SetMetrics(b.metrics.Requests) // BrokerHeartbeat, AlterPartition, ... timed with the rest
-	srv.SetLimits(serverLimits(cfg))
+	cl, err := connLimits(b.cfg, true)
+	if err != nil {
+		return err
+	}
+	b.ctrlConns = server.NewConnQuotas(cl)
+	limits := serverLimits(cfg)
+	limits.Conns = b.ctrlConns
+	srv.SetLimits(limits)
 	if peer != nil {
 		srv.SetSecurityAfterTLS(sec)
 	} else {

@@ -330,3 +330,19 @@ func TestListenerMaxConnectionsDynamic(t *testing.T) {
 		t.Fatalf("the waiting connection after the limit was deleted: %s, want it answered", o)
 	}
 }
+
+// The CONTROLLER listener has connection limits of its own over the same keys, as Kafka's
+// controller SocketServer has its own ConnectionQuotas: an address at its
+// max.connections.per.ip there is refused, while the broker listener, counted apart, still
+// takes its connections.
+func TestControllerListenerConnectionLimits(t *testing.T) {
+	c := testutil.StartCluster(t, testutil.ClusterOptions{Nodes: 1, Sets: []string{"max.connections.per.ip.overrides=127.0.0.2:2"}})
+	ctrl, client := c.Node(1).ControllerAddr(), c.Node(1).ClientAddr()
+	open(t, ctrl, "127.0.0.2")
+	open(t, ctrl, "127.0.0.2")
+	wantRefused(t, ctrl, "127.0.0.2")
+	open(t, client, "127.0.0.2")
+	open(t, client, "127.0.0.2")
+	wantRefused(t, client, "127.0.0.2")
+	open(t, ctrl, "127.0.0.3")
+}
