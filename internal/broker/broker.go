@@ -309,6 +309,11 @@ func (b *Broker) start(startCtx context.Context) error {
 	b.replicas = replica.NewManager(b.fs, b.logs, log)
 	b.replicas.MoveRate = func() int64 { return b.cfg.Current().ReplicaAlterLogDirsIOMaxBytesPerSecond }
 	if !cfg.IsBroker() {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.followControllerConfigs(b.ctx, b.quorum)
+		}()
 		log.Info("controller-only node started", "node_id", cfg.NodeID)
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -345,4 +346,55 @@ func TestControllerListenerConnectionLimits(t *testing.T) {
 	open(t, client, "127.0.0.2")
 	wantRefused(t, client, "127.0.0.2")
 	open(t, ctrl, "127.0.0.3")
+}
+
+// A controller-only node applies dynamic changes to its CONTROLLER listener's limits, as
+// Kafka's controller reconfigures its SocketServer: an override of
+// max.connections.per.ip.overrides set at runtime for the node (sent to the controller
+// itself, as an admin client with bootstrap.controllers does) refuses a second connection
+// from that address, and deleting it lets the address connect again.
+func TestControllerOnlyNodeDynamicConnectionLimits(t *testing.T) {
+	port := testutil.FreePort(t)
+	testutil.StartBroker(t, "process.roles=controller", "node.id=1", "cluster.id=limits-controller-only",
+		"controller.listener.names=CONTROLLER", fmt.Sprintf("listeners=CONTROLLER://127.0.0.1:%d", port),
+		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", port))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alter := func(op kmsg.IncrementalAlterConfigOp, v string) {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = "max.connections.per.ip.overrides", op, kmsg.StringPtr(v)
+		res.Configs = append(res.Configs, c)
+		req.Resources = append(req.Resources, res)
+		for {
+			resp, err := cl.SeedBrokers()[0].Request(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
+			err = kerr.ErrorForCode(r.ErrorCode)
+			if err == nil {
+				return
+			}
+			// The sole voter answers NOT_CONTROLLER until it has elected itself.
+			if !errors.Is(err, kerr.NotController) || ctx.Err() != nil {
+				t.Fatalf("altering the controller's config: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	alter(kmsg.IncrementalAlterConfigOpSet, "127.0.0.2:1")
+	open(t, addr, "127.0.0.2")
+	eventually(t, addr, "127.0.0.2", refused)
+	alter(kmsg.IncrementalAlterConfigOpDelete, "")
+	eventually(t, addr, "127.0.0.2", answered)
 }
