@@ -42,7 +42,8 @@
 //     RFC 4752 over RFC 4121) with the broker's principal and keytab from the listener's
 //     Krb5LoginModule JAAS line (useKeyTab=true storeKey=true keyTab="..." principal="..."),
 //     the realm and KDC from krb5.conf (KRB5_CONFIG, else /etc/krb5.conf): the client's
-//     AP-REQ is verified with the keytab, answered with an AP-REP when it asks for mutual
+//     AP-REQ is verified with the keytab (read again when its file changes, so a rotated key
+//     serves without a restart, as the JDK reads a keytab), answered with an AP-REP when it asks for mutual
 //     authentication, then the wrapped security layer offer (no security layer, as Kafka)
 //     and the client's wrapped choice. A GSSAPI token sent without SaslHandshake (Kafka 0.9
 //     clients, sarama's handshake v0) starts GSSAPI on bare tokens, as Kafka's brokers

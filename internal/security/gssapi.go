@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jcmturner/gofork/encoding/asn1"
@@ -88,7 +89,7 @@ func Krb5ConfigPath() string {
 
 // kerberosLogin is a JAAS Krb5LoginModule entry with a keytab: the principal and its keys.
 type kerberosLogin struct {
-	keytab      *keytab.Keytab
+	keytab      *keytabFile
 	keytabPath  string
 	principal   types.PrincipalName
 	realm       string
@@ -127,6 +128,7 @@ func parseKerberosLogin(j JAAS, serviceName, krb5Path string) (*kerberosLogin, e
 	case serviceName == "":
 		return nil, errors.New("no serviceName defined in either the JAAS line or sasl.kerberos.service.name (it is required with GSSAPI, e.g. kafka)")
 	}
+	stamp, _ := stampOf(path)
 	kt, err := keytab.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("keyTab %s: %w", path, err)
@@ -149,7 +151,39 @@ func parseKerberosLogin(j JAAS, serviceName, krb5Path string) (*kerberosLogin, e
 	if !hasKeys(kt, pn, realm) {
 		return nil, fmt.Errorf("keyTab %s holds no key of %s@%s", path, name, realm)
 	}
-	return &kerberosLogin{keytab: kt, keytabPath: path, principal: pn, realm: realm, serviceName: serviceName, krb5: kc}, nil
+	ktf := &keytabFile{path: path, principal: pn, realm: realm}
+	ktf.mu.kt, ktf.mu.stamp = kt, stamp
+	return &kerberosLogin{keytab: ktf, keytabPath: path, principal: pn, realm: realm, serviceName: serviceName, krb5: kc}, nil
+}
+
+// keytabFile is the broker's keytab, read again when its file changes, as the JDK reads a
+// KeyTab's file whenever keys are needed: a key rotated with kadmin (a new kvno exported to
+// the file, or a new file moved over it) serves the next authentication without a restart.
+// A rewrite that cannot be read, or holds no key of the principal, keeps the keys in force
+// until the file changes again.
+type keytabFile struct {
+	path      string
+	principal types.PrincipalName
+	realm     string
+
+	mu struct {
+		sync.Mutex
+		kt    *keytab.Keytab
+		stamp fileStamp // the file as last read (or last found broken)
+	}
+}
+
+// keys returns the keytab, read again first if its file changed since the last look.
+func (f *keytabFile) keys() *keytab.Keytab {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := stampOf(f.path); ok && st != f.mu.stamp {
+		f.mu.stamp = st
+		if kt, err := keytab.Load(f.path); err == nil && hasKeys(kt, f.principal, f.realm) {
+			f.mu.kt = kt
+		}
+	}
+	return f.mu.kt
 }
 
 // hasKeys reports whether kt holds a key of principal pn@realm.
@@ -243,7 +277,7 @@ func (e *gssapiExchange) acceptContext(in []byte) ([]byte, bool, error) {
 		return nil, false, e.fail("the ticket is for %s@%s, not the broker's principal %s@%s",
 			req.Ticket.SName.PrincipalNameString(), req.Ticket.Realm, l.principal.PrincipalNameString(), l.realm)
 	}
-	settings := service.NewSettings(l.keytab, service.DecodePAC(false), service.KeytabPrincipal(l.principal.PrincipalNameString()))
+	settings := service.NewSettings(l.keytab.keys(), service.DecodePAC(false), service.KeytabPrincipal(l.principal.PrincipalNameString()))
 	ok, _, err := service.VerifyAPREQ(&req, settings)
 	if err != nil || !ok {
 		reason := "the AP-REQ did not verify"

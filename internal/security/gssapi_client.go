@@ -40,7 +40,7 @@ type gssapiClientExchange struct {
 // start logs in with the keytab and returns the initial context token for host.
 func (x *gssapiClientExchange) start() ([]byte, error) {
 	l := x.login
-	x.cl = krbclient.NewWithKeytab(l.principal.PrincipalNameString(), l.realm, l.keytab, l.krb5, krbclient.DisablePAFXFAST(true))
+	x.cl = krbclient.NewWithKeytab(l.principal.PrincipalNameString(), l.realm, l.keytab.keys(), l.krb5, krbclient.DisablePAFXFAST(true))
 	if err := x.cl.Login(); err != nil {
 		return nil, fmt.Errorf("Kerberos login as %s@%s with %s: %w", l.principal.PrincipalNameString(), l.realm, l.keytabPath, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -172,6 +173,29 @@ func TestGSSAPISarama(t *testing.T) {
 	}
 	if err := connect(t, kb.addr, kb.saramaGSSAPI("client", sarama.SASLHandshakeV1, "")); err != nil {
 		t.Errorf("client after the failures: %v", err)
+	}
+}
+
+// The broker's keytab is read again when its file changes, as the JDK reads a keytab
+// whenever keys are needed: once kafka/localhost's key is rotated in the KDC (kadmin ktadd,
+// a new kvno), a new ticket is refused while the broker holds only the old key, and accepted
+// once the new keytab is moved over the broker's file, with no restart.
+func TestGSSAPIKeytabRotation(t *testing.T) {
+	kb := startKerberosBroker(t)
+	c := kb.saramaGSSAPI("client", sarama.SASLHandshakeV1, "")
+	if err := connect(t, kb.addr, c); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+	rotated := filepath.Join(kb.kdc.dir, "rotated.keytab")
+	kb.kdc.run("kadmin.local", "-r", testRealm, "-q", "ktadd -k "+rotated+" kafka/localhost@"+testRealm)
+	if err := connect(t, kb.addr, c); !errors.Is(err, sarama.ErrSASLAuthenticationFailed) {
+		t.Fatalf("a ticket of the new key while the broker holds the old one: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	if err := os.Rename(rotated, filepath.Join(kb.kdc.dir, "kafka_localhost.keytab")); err != nil {
+		t.Fatal(err)
+	}
+	if err := connect(t, kb.addr, c); err != nil {
+		t.Fatalf("after the new keytab replaced the broker's: %v", err)
 	}
 }
 
