@@ -27,7 +27,9 @@ import (
 //
 // Keys understood: security.protocol, sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512,
 // OAUTHBEARER, GSSAPI), sasl.jaas.config, sasl.kerberos.service.name, the ssl.* trust store,
-// key store (mutual TLS) and protocol keys, and client.id. Any other key is refused by name rather than ignored.
+// key store (mutual TLS) and protocol keys, client.id, and for OAUTHBEARER tokens from an
+// identity provider sasl.login.callback.handler.class, sasl.oauthbearer.token.endpoint.url,
+// sasl.oauthbearer.sub.claim.name and the sasl.login.* timeouts and backoffs. Any other key is refused by name rather than ignored.
 
 // commandConfigKeys are the client properties --command-config accepts.
 var commandConfigKeys = map[string]bool{
@@ -36,6 +38,9 @@ var commandConfigKeys = map[string]bool{
 	"ssl.keystore.type": true, "ssl.keystore.location": true, "ssl.keystore.password": true, "ssl.key.password": true,
 	"ssl.keystore.key": true, "ssl.keystore.certificate.chain": true,
 	"ssl.endpoint.identification.algorithm": true, "ssl.enabled.protocols": true, "ssl.protocol": true, "ssl.cipher.suites": true,
+	// OAUTHBEARER tokens from an identity provider (KIP-768)
+	"sasl.login.callback.handler.class": true, "sasl.oauthbearer.token.endpoint.url": true, "sasl.oauthbearer.sub.claim.name": true,
+	"sasl.login.connect.timeout.ms": true, "sasl.login.read.timeout.ms": true, "sasl.login.retry.backoff.ms": true, "sasl.login.retry.backoff.max.ms": true,
 }
 
 // commandConfigOpts reads a client properties file into client options.
@@ -112,7 +117,8 @@ func clientSecurityOpts(props map[string]string, path string) ([]kgo.Opt, error)
 // saslMechanism builds the client's SASL mechanism from sasl.mechanism, sasl.jaas.config and
 // (GSSAPI) sasl.kerberos.service.name, with the code the broker's own connections use
 // (internal/security's Client): PLAIN and SCRAM with the JAAS line's username and password,
-// OAUTHBEARER with Kafka's unsecured login options (unsecuredLoginStringClaim_sub, ...),
+// OAUTHBEARER with Kafka's unsecured login options (unsecuredLoginStringClaim_sub, ...) or
+// tokens from an identity provider (sasl.login.callback.handler.class),
 // GSSAPI with a Krb5LoginModule keytab and principal (krb5.conf from KRB5_CONFIG).
 func saslMechanism(props map[string]string, path string) (sasl.Mechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
@@ -125,8 +131,10 @@ func saslMechanism(props map[string]string, path string) (sasl.Mechanism, error)
 	if v, ok := props["sasl.jaas.config"]; ok {
 		values[jaasKey] = v
 	}
-	if v, ok := props["sasl.kerberos.service.name"]; ok {
-		values["sasl.kerberos.service.name"] = v
+	for k, v := range props {
+		if k == "sasl.kerberos.service.name" || strings.HasPrefix(k, "sasl.login.") || strings.HasPrefix(k, "sasl.oauthbearer.") {
+			values[k], setKey[k] = v, k
+		}
 	}
 	c, err := security.NewClient("client", security.ProtocolSASLPlaintext, values, setKey, "sasl.mechanism")
 	if err != nil {

@@ -458,6 +458,12 @@ var brokerDefList = []*brokerDef{
 	{name: "sasl.oauthbearer.expected.issuer", vt: stringType(), doc: "The iss claim a token must carry; unset: not checked."},
 	{name: "sasl.oauthbearer.sub.claim.name", vt: stringType(), dflt: str("sub"), doc: "The claim holding the principal name of a signed token."},
 	{name: "sasl.oauthbearer.scope.claim.name", vt: stringType(), dflt: str("scope"), doc: "The claim holding the scope of a signed token."},
+	{name: "sasl.login.callback.handler.class", vt: stringType(OAuthBearerLoginCallbackHandler, oauthBearerLoginCallbackHandler31), doc: "OAUTHBEARER for the broker's own connections (sasl.mechanism.inter.broker.protocol, sasl.mechanism.controller.protocol): unset, unsecured tokens from the JAAS line's unsecuredLogin* options; " + OAuthBearerLoginCallbackHandler + ", tokens from the identity provider at sasl.oauthbearer.token.endpoint.url (a client_credentials grant with the JAAS line's clientId, clientSecret and scope), fetched at start-up and again after 80% of a token's lifetime."},
+	{name: "sasl.oauthbearer.token.endpoint.url", vt: stringType(), doc: "With " + OAuthBearerLoginCallbackHandler + ": the identity provider's token endpoint (https://), or a file:// path holding a token, read again at each refresh."},
+	{name: "sasl.login.connect.timeout.ms", vt: intType(0, noMax), doc: "Milliseconds a token request may take to connect; unset: 10 s."},
+	{name: "sasl.login.read.timeout.ms", vt: intType(0, noMax), doc: "Milliseconds a token request may wait for its answer; unset: 10 s."},
+	{name: "sasl.login.retry.backoff.ms", vt: vtNonNegLong, dflt: num(100), doc: "First wait between attempts to get a token; it doubles up to sasl.login.retry.backoff.max.ms."},
+	{name: "sasl.login.retry.backoff.max.ms", vt: vtNonNegLong, dflt: num(10000), doc: "Longest wait between attempts to get a token, and how long one login keeps retrying; answers such as 401 are not retried."},
 	{name: "sasl.oauthbearer.clock.skew.seconds", vt: intType(0, noMax), dflt: num(30), doc: "Seconds of clock difference with the identity provider allowed when checking exp, iat and nbf."},
 	{name: "connection.failed.authentication.delay.ms", vt: vtNonNegInt, dflt: num(100), doc: "Milliseconds the answer to a failed authentication is held before the connection is closed, slowing password guessing."},
 

@@ -45,6 +45,15 @@ const saslServerCallbackHandler = "sasl.server.callback.handler.class"
 // against the keys of a JWKS (KIP-768), by the sasl.oauthbearer.* keys.
 const OAuthBearerValidatorCallbackHandler = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 
+// OAuthBearerLoginCallbackHandler is Kafka's class getting OAUTHBEARER tokens from an
+// identity provider (KIP-768) for the broker's own connections, by
+// sasl.oauthbearer.token.endpoint.url and the sasl.login.* keys; the second name is what
+// Kafka 3.1 to 3.9 called it.
+const (
+	OAuthBearerLoginCallbackHandler   = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+	oauthBearerLoginCallbackHandler31 = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"
+)
+
 // jaasMechanisms are the mechanisms a JAAS key may name (lower-cased).
 var jaasMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512", "oauthbearer", "gssapi"}
 
@@ -147,7 +156,7 @@ func normalizeListenerKey(k, v string) (norm string, known bool, err error) {
 			// Which classes are served is the listener's to say (internal/security), naming
 			// this key.
 			return strings.TrimSpace(v), true, nil
-		case mech == "oauthbearer" && strings.HasPrefix(rest, "sasl.oauthbearer.") && listenerOverridable(rest):
+		case mech == "oauthbearer" && (strings.HasPrefix(rest, "sasl.oauthbearer.") || strings.HasPrefix(rest, "sasl.login.")) && listenerOverridable(rest):
 			_, n, reason := brokerDefs[rest].vt.parse(strings.TrimSpace(v))
 			if reason != "" {
 				return "", true, invalid(k, v, reason)

@@ -21,7 +21,7 @@ type Client struct {
 	Mechanism string      // "": no SASL
 	Username  string      // for OAUTHBEARER, the token's principal
 	Password  string
-	login     *unsecuredLogin // OAUTHBEARER: the unsecured tokens it makes
+	login     oauthLogin // OAUTHBEARER: its tokens, unsecured or from an identity provider
 	// Kerberos is GSSAPI's login: the broker's principal and keytab, its service name.
 	Kerberos *kerberosLogin
 }
@@ -31,8 +31,9 @@ type Client struct {
 // (values[mechanismKey]: sasl.mechanism.inter.broker.protocol towards brokers,
 // sasl.mechanism.controller.protocol towards controllers) with the username and password of
 // that mechanism's JAAS configuration on the listener; for OAUTHBEARER, an unsecured token
-// made from that JAAS line's unsecuredLogin* options, as Kafka's unsecured login does (a
-// broker cannot fetch tokens from an identity provider yet). Errors name the key at fault.
+// made from that JAAS line's unsecuredLogin* options, as Kafka's unsecured login does, or
+// with sasl.login.callback.handler.class tokens from an identity provider
+// (oauth_login.go). Errors name the key at fault.
 func NewClient(listener, protocol string, values, setKey map[string]string, mechanismKey string) (*Client, error) {
 	c := &Client{}
 	setKey = withDefaults(setKey, values)
@@ -74,10 +75,10 @@ func NewClient(listener, protocol string, values, setKey map[string]string, mech
 			return nil, fmt.Errorf("%s: %w", jaasKey, err)
 		}
 		if m == OAuthBearer {
-			if c.login, err = newUnsecuredLogin(j); err != nil {
-				return nil, fmt.Errorf("%s: %w", setKey[jaasKey], err)
+			if c.login, err = newOAuthLogin(values, setKey, j, jaasKey); err != nil {
+				return nil, fmt.Errorf("%s: %w", jaasKey, err)
 			}
-			c.Mechanism, c.Username = m, c.login.principal
+			c.Mechanism, c.Username = m, c.login.principal()
 			return c, nil
 		}
 		if m == GSSAPI {
@@ -180,7 +181,11 @@ func (c *Client) tokens(host string, step func([]byte) ([]byte, error)) error {
 		return err
 	}
 	if c.Mechanism == OAuthBearer {
-		out, err := step(c.login.message(time.Now()))
+		msg, err := c.login.clientMessage(time.Now())
+		if err != nil {
+			return err
+		}
+		out, err := step(msg)
 		if err != nil || len(out) == 0 {
 			return err
 		}

@@ -54,7 +54,8 @@
 //     SASL with sasl.mechanism.inter.broker.protocol (or sasl.mechanism.controller.protocol)
 //     and the username and password of that mechanism's JAAS line; for OAUTHBEARER, an
 //     unsecured token made from that line's unsecuredLogin* options, as Kafka's unsecured
-//     login does; for GSSAPI (gssapi_client.go) the broker's keytab, a ticket for
+//     login does, or with sasl.login.callback.handler.class OAuthBearerLoginCallbackHandler
+//     a token from the identity provider's token endpoint (oauth_login.go); for GSSAPI (gssapi_client.go) the broker's keytab, a ticket for
 //     <sasl.kerberos.service.name>/<host dialled> and mutual authentication required.
 //   - Wire (wire.go) is the TCP connection under a tls.Conn: it reads several TLS records
 //     per system call (the listeners' connections, the clients'), and a client's WireConn
@@ -90,5 +91,7 @@
 // of an OAUTHBEARER JWKS, which its jwksSource guards with its mutex and replaces from a read
 // on a goroutine of its own that ends with the read; ServerTLS guards
 // the tls.Config in service and the stores' file stamps with its mutex (held only to check
-// and swap, never during a handshake). A Session belongs to its connection's goroutine.
+// and swap, never during a handshake). A Client's tokenLogin guards its token with its
+// mutex, held across a fetch; the GSSAPI keytabFile guards its keytab and file stamp with
+// its own. A Session belongs to its connection's goroutine.
 package security

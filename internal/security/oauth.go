@@ -156,9 +156,7 @@ func parseOAuthClientMessage(in []byte) (oauthClientMessage, error) {
 
 // oauthMessage is the client message for token (the other side, for the broker's own
 // connections and tests).
-func oauthMessage(token string) []byte {
-	return []byte("n,,\x01auth=Bearer " + token + "\x01\x01")
-}
+func oauthMessage(token string) []byte { return bearerMessage(token, nil) }
 
 // newOAuth builds OAUTHBEARER for a listener: the validator chosen by
 // <mechanism>.sasl.server.callback.handler.class, configured from the JAAS line and the

@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -70,15 +71,7 @@ func newJWKSValidator(c *listenerConfig, j JAAS, jaasKey string, log *slog.Logge
 		v.scopeClaim = "scope"
 	}
 	num := func(name string, dflt int64, unit time.Duration) (time.Duration, error) {
-		s, k := get(name)
-		if s == "" {
-			return time.Duration(dflt) * unit, nil
-		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%s: %q is not a non-negative number", k, s)
-		}
-		return time.Duration(n) * unit, nil
+		return durationValue(get, name, dflt, unit)
 	}
 	var err error
 	if v.skew, err = num("sasl.oauthbearer.clock.skew.seconds", 30, time.Second); err != nil {
@@ -108,16 +101,7 @@ func newJWKSValidator(c *listenerConfig, j JAAS, jaasKey string, log *slog.Logge
 		path := u.Path
 		src.fetch = func(context.Context) ([]byte, error) { return os.ReadFile(path) }
 	case "https", "http":
-		// The TLS settings towards the identity provider are the JAAS line's ssl.* options,
-		// as Kafka's JaasOptionsUtils reads them; without a trust store, the system's roots.
-		values := map[string]string{"ssl.enabled.protocols": "TLSv1.2,TLSv1.3", "ssl.endpoint.identification.algorithm": "https", "ssl.truststore.type": "JKS", "ssl.keystore.type": "JKS"}
-		setKey := map[string]string{}
-		for k, val := range j.Options {
-			if strings.HasPrefix(k, "ssl.") {
-				values[k], setKey[k] = val, jaasKey+" option "+k
-			}
-		}
-		tlsCfg, err := ClientTLS(values, setKey)
+		tlsCfg, err := jaasTLS(j, jaasKey)
 		if err != nil {
 			return nil, err
 		}
@@ -133,6 +117,63 @@ func newJWKSValidator(c *listenerConfig, j JAAS, jaasKey string, log *slog.Logge
 	}
 	v.keys = src
 	return v, nil
+}
+
+// jaasTLS is the TLS configuration towards an identity provider: the JAAS line's ssl.*
+// options, as Kafka's JaasOptionsUtils reads them; without a trust store, the system's roots.
+func jaasTLS(j JAAS, jaasKey string) (*tls.Config, error) {
+	values := map[string]string{"ssl.enabled.protocols": "TLSv1.2,TLSv1.3", "ssl.endpoint.identification.algorithm": "https", "ssl.truststore.type": "JKS", "ssl.keystore.type": "JKS"}
+	setKey := map[string]string{}
+	for k, val := range j.Options {
+		if strings.HasPrefix(k, "ssl.") {
+			values[k], setKey[k] = val, jaasKey+" option "+k
+		}
+	}
+	return ClientTLS(values, setKey)
+}
+
+// durationValue is the non-negative number of units of the key name as get finds it, dflt
+// when unset; an error names the key it came from.
+func durationValue(get func(string) (string, string), name string, dflt int64, unit time.Duration) (time.Duration, error) {
+	s, k := get(name)
+	if s == "" {
+		return time.Duration(dflt) * unit, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: %q is not a non-negative number", k, s)
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// errUnretryable marks an identity provider's answer that asking again cannot change.
+var errUnretryable = errors.New("not retried")
+
+// retryBackoff runs fetch until it succeeds, with waits doubling from backoff, for at most
+// backoffMax in all (Kafka's Retry, behind sasl.login.retry.backoff.* and
+// sasl.oauthbearer.jwks.endpoint.retry.backoff.*); an error wrapping errUnretryable ends it
+// at once.
+func retryBackoff(ctx context.Context, backoff, backoffMax time.Duration, fetch func(context.Context) ([]byte, error)) ([]byte, error) {
+	end := time.Now().Add(backoffMax)
+	wait := backoff
+	for {
+		b, err := fetch(ctx)
+		if err == nil {
+			return b, nil
+		}
+		left := time.Until(end)
+		if left <= 0 || wait <= 0 || errors.Is(err, errUnretryable) {
+			return nil, err
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait *= 2
+	}
 }
 
 func httpGet(ctx context.Context, hc *http.Client, target string) ([]byte, error) {
@@ -351,26 +392,7 @@ func (s *jwksSource) load(ctx context.Context, now time.Time) error {
 // fetchRetrying reads the JWKS, retrying with a backoff doubling from backoff, for at most
 // backoffMax in all (Kafka's sasl.oauthbearer.jwks.endpoint.retry.backoff.* keys).
 func (s *jwksSource) fetchRetrying(ctx context.Context) ([]byte, error) {
-	end := time.Now().Add(s.backoffMax)
-	wait := s.backoff
-	for {
-		b, err := s.fetch(ctx)
-		if err == nil {
-			return b, nil
-		}
-		left := time.Until(end)
-		if left <= 0 || wait <= 0 {
-			return nil, err
-		}
-		t := time.NewTimer(min(wait, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-		wait *= 2
-	}
+	return retryBackoff(ctx, s.backoff, s.backoffMax, s.fetch)
 }
 
 // reloadLocked starts a read on its own goroutine unless one is under way. s.mu is held.

@@ -556,7 +556,11 @@ func TestOAuthInterBrokerClient(t *testing.T) {
 	if c.Mechanism != OAuthBearer || c.Username != "broker" {
 		t.Fatalf("client %+v", c)
 	}
-	r, err := parseOAuthClientMessage(c.login.message(t0))
+	msg, err := c.login.clientMessage(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseOAuthClientMessage(msg)
 	if err != nil || r.extensions["traceId"] != "t1" {
 		t.Fatalf("message: %+v %v", r, err)
 	}

@@ -207,7 +207,7 @@ func containsString(list []string, s string) bool {
 type unsecuredLogin struct {
 	claims     map[string]any
 	extensions map[string]string
-	principal  string
+	sub        string // the principal
 	lifetime   time.Duration
 }
 
@@ -263,12 +263,14 @@ func newUnsecuredLogin(j JAAS) (*unsecuredLogin, error) {
 	if strings.TrimSpace(p) == "" {
 		return nil, fmt.Errorf("OAUTHBEARER for the broker's own connections needs the principal: unsecuredLoginStringClaim_%s=\"<name>\"", principalClaim)
 	}
-	l.principal = p
+	l.sub = p
 	return l, nil
 }
 
-// message is the client message carrying a token made at now.
-func (l *unsecuredLogin) message(now time.Time) []byte {
+func (l *unsecuredLogin) principal() string { return l.sub }
+
+// clientMessage carries a token made at now.
+func (l *unsecuredLogin) clientMessage(now time.Time) ([]byte, error) {
 	claims := map[string]any{"iat": float64(now.UnixMilli()) / 1000, "exp": float64(now.Add(l.lifetime).UnixMilli()) / 1000}
 	for k, v := range l.claims {
 		claims[k] = v
@@ -277,15 +279,20 @@ func (l *unsecuredLogin) message(now time.Time) []byte {
 		b, _ := json.Marshal(v)
 		return base64.RawURLEncoding.EncodeToString(b)
 	}
+	return bearerMessage(enc(map[string]string{"alg": "none"})+"."+enc(claims)+".", l.extensions), nil
+}
+
+// bearerMessage is RFC 7628's client message carrying token and the SASL extensions.
+func bearerMessage(token string, extensions map[string]string) []byte {
 	var b strings.Builder
-	b.WriteString("n,,\x01auth=Bearer " + enc(map[string]string{"alg": "none"}) + "." + enc(claims) + ".\x01")
-	keys := make([]string, 0, len(l.extensions))
-	for k := range l.extensions {
+	b.WriteString("n,,\x01auth=Bearer " + token + "\x01")
+	keys := make([]string, 0, len(extensions))
+	for k := range extensions {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		b.WriteString(k + "=" + l.extensions[k] + "\x01")
+		b.WriteString(k + "=" + extensions[k] + "\x01")
 	}
 	b.WriteString("\x01")
 	return []byte(b.String())
