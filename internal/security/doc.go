@@ -55,12 +55,13 @@
 //     and the username and password of that mechanism's JAAS line; for OAUTHBEARER, an
 //     unsecured token made from that line's unsecuredLogin* options, as Kafka's unsecured
 //     login does, or with sasl.login.callback.handler.class OAuthBearerLoginCallbackHandler
-//     a token from the identity provider's token endpoint (oauth_login.go); for GSSAPI (gssapi_client.go) the broker's keytab, a ticket for
+//     a token from the identity provider's token endpoint (oauth_login.go); for GSSAPI
+//     (gssapi_client.go) the broker's keytab, a ticket for
 //     <sasl.kerberos.service.name>/<host dialled> and mutual authentication required.
 //   - Wire (wire.go) is the TCP connection under a tls.Conn: it reads several TLS records
 //     per system call (the listeners' connections, the clients'), and a client's WireConn
-//     (Client, the command-line tools) writes a request several records at a time, where
-//     crypto/tls alone makes one system call per record.
+//     (Client, the command-line tools) writes a request's records with one system call,
+//     where crypto/tls alone makes one per record.
 //   - PeerTLS (peer.go) secures the raft traffic between controllers on a TLS controller
 //     listener: mutual TLS with the listener's stores, no SASL (raft is not the Kafka
 //     protocol); a controller proves itself with its certificate.
