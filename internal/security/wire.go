@@ -54,7 +54,8 @@ var wirePool = sync.Pool{New: func() any { b := make([]byte, wireChunk); return 
 // corkMax is the most a cork gathers before it writes: the records of a whole request of
 // 1 MiB (Kafka's default max.request.size, the tools' batch size). Measured with `gregor
 // bench produce` over TLS (docs/benchmarks.md), writing a request whole instead of eight
-// records at a time cut the broker's CPU per GiB by a fifth and raised throughput by 12%.
+// records at a time cut the broker's CPU per GiB produced by a tenth (0.97 to 0.86 s) and
+// brought produce from 67% to 71% of plaintext throughput (medians of 8 paired rounds).
 const corkMax = 64 * (5 + 1<<14 + 2048)
 
 // corkPool holds the buffers corks gather in; one grows up to corkMax as a request needs.
