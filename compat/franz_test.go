@@ -67,7 +67,7 @@ func franzSecurity(addr string) []kgo.Opt {
 	}
 	opts := []kgo.Opt{kgo.DialTLSConfig(sc.TLS.Clone())}
 	if sc.Mechanism == "SCRAM-SHA-512" {
-		opts = append(opts, kgo.SASL(scram.Auth{User: sc.User, Pass: sc.Password}.AsSha512Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: sc.User, Pass: sc.Password, IsToken: sc.TokenAuth}.AsSha512Mechanism()))
 	}
 	return opts
 }

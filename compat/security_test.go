@@ -2,11 +2,16 @@ package compat_test
 
 import (
 	"crypto/tls"
+	"encoding/base64"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/gregor-project/gregor/compat"
 	"github.com/gregor-project/gregor/internal/testutil"
@@ -31,6 +36,7 @@ type secConn struct {
 	CertFile  string // PEM: the client's certificate chain ("" without mTLS)
 	KeyFile   string // PEM: the client's key (PKCS#8)
 	TLS       *tls.Config
+	TokenAuth bool // User and Password are a delegation token's id and HMAC (SCRAM tokenauth=true)
 }
 
 var securedMu sync.Mutex
@@ -59,8 +65,12 @@ func (c *secConn) script() map[string]string {
 	if c == nil {
 		return nil
 	}
-	return map[string]string{"protocol": c.Protocol, "mechanism": c.Mechanism, "username": c.User, "password": c.Password,
+	m := map[string]string{"protocol": c.Protocol, "mechanism": c.Mechanism, "username": c.User, "password": c.Password,
 		"ca": c.CAFile, "cert": c.CertFile, "key": c.KeyFile}
+	if c.TokenAuth {
+		m["tokenauth"] = "true"
+	}
+	return m
 }
 
 // librdkafka is the connection as librdkafka properties (confluent-kafka-go, kcat).
@@ -179,3 +189,55 @@ func TestSecureKafkaPython(t *testing.T) {
 	runSecure(t, kafkaPython(nil, "kafka-python"))
 }
 func TestSecureConfluentKafkaPython(t *testing.T) { t.Parallel(); runSecure(t, confluentPython()) }
+
+// Delegation tokens (KIP-48) with the clients that log in with them: Kafka's Java client
+// (the ScramLoginModule line with tokenauth="true") and franz-go (scram.Auth.IsToken). A
+// SCRAM user creates a token; each client then connects with the token's id and HMAC alone,
+// produces 20 records and reads them back, as the token's owner. (librdkafka, sarama,
+// kafka-go, kafkajs and kafka-python have no delegation token login.)
+func TestDelegationTokenClients(t *testing.T) {
+	t.Parallel()
+	ca := testutil.NewCA(t)
+	trust := ca.TrustPEM()
+	b := testutil.StartBroker(t, "auto.create.topics.enable=false",
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+		"sasl.enabled.mechanisms=SCRAM-SHA-512", "delegation.token.secret.key=compat-token-secret",
+		"ssl.keystore.type=PEM", "ssl.keystore.location="+ca.KeyPEM("broker", ca.Issue("broker")))
+	plain, addr := b.ListenerAddr("PLAINTEXT").String(), b.ListenerAddr("SASL_SSL").String()
+	res, err := kadm.NewClient(refClient(t, plain)).AlterUserSCRAMs(ctxFor(t, 30*time.Second), nil,
+		[]kadm.UpsertSCRAM{{User: "compat", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "compat-secret"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("create the SCRAM credential: %v", err)
+	}
+	tlsCfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	user := refClient(t, addr, kgo.DialTLSConfig(tlsCfg.Clone()), kgo.SASL(scram.Auth{User: "compat", Pass: "compat-secret"}.AsSha512Mechanism()))
+	tok, err := kmsg.NewPtrCreateDelegationTokenRequest().RequestWith(ctxFor(t, 30*time.Second), user)
+	if err == nil {
+		err = kerr.ErrorForCode(tok.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create a delegation token: %v", err)
+	}
+	registerSecured(t, addr, &secConn{Protocol: "SASL_SSL", Mechanism: "SCRAM-SHA-512", User: tok.TokenID,
+		Password: base64.StdEncoding.EncodeToString(tok.HMAC), CAFile: trust, TLS: tlsCfg, TokenAuth: true})
+	for _, c := range []Client{javaClient(), franzClient{}} {
+		t.Run(c.Info().Name, func(t *testing.T) {
+			topic := "token-" + c.Info().Name
+			createTopic(t, plain, topic, 1, nil)
+			recs := genRecords(genOpts{prefix: "token", n: 20})
+			if err := c.Produce(ctxFor(t, time.Minute), addr, topic, "none", recs); err != nil {
+				t.Fatalf("produce with the token: %v", err)
+			}
+			ref := refRead(t, plain, topic)
+			checkSame(t, recs, ref, cmpOpts{noTimestamps: true, noHeaders: true, noPosition: true})
+			got, err := c.Consume(ctxFor(t, time.Minute), addr, topic, len(ref))
+			if err != nil {
+				t.Fatalf("consume with the token: %v", err)
+			}
+			checkSame(t, ref, got, cmpOpts{noHeaders: true})
+		})
+	}
+}

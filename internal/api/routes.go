@@ -22,6 +22,10 @@ var apis server.APIs[handlerFunc]
 func init() {
 	apis = server.APIs[handlerFunc]{
 		kmsg.ApiVersions.Int16():                  {Min: 0, Max: 3, Handle: handleApiVersions},
+		kmsg.CreateDelegationToken.Int16():        {Min: 0, Max: 3, Handle: handleCreateDelegationToken},
+		kmsg.RenewDelegationToken.Int16():         {Min: 0, Max: 2, Handle: handleRenewDelegationToken},
+		kmsg.ExpireDelegationToken.Int16():        {Min: 0, Max: 2, Handle: handleExpireDelegationToken},
+		kmsg.DescribeDelegationToken.Int16():      {Min: 0, Max: 3, Handle: handleDescribeDelegationToken},
 		kmsg.Metadata.Int16():                     {Min: 0, Max: 12, Handle: handleMetadata},
 		kmsg.Produce.Int16():                      {Min: 0, Max: 12, Handle: handleProduce},
 		kmsg.Fetch.Int16():                        {Min: 0, Max: 17, Handle: handleFetch},

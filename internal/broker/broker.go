@@ -60,14 +60,16 @@ type Broker struct {
 	ctrlConns  *server.ConnQuotas // the controller listener's connection limits (connlimits.go)
 
 	// Broker side.
-	ctrl     *client.Client
-	meta     *metadata.Publisher
-	metaLog  client.LogSource
-	replicas *replica.Manager
-	fetchers *replica.Fetchers
-	handler  *api.Handler
-	cleaner  atomic.Pointer[storage.LogCleaner] // the log cleaner, once started (nil: disabled)
-	peers    *peers                             // connections to the other brokers (txn.go)
+	ctrl *client.Client
+	meta *metadata.Publisher
+	// tokenCreds are delegation tokens' SCRAM credentials, derived from the image (tokens.go).
+	tokenCreds *tokenCredentials
+	metaLog    client.LogSource
+	replicas   *replica.Manager
+	fetchers   *replica.Fetchers
+	handler    *api.Handler
+	cleaner    atomic.Pointer[storage.LogCleaner] // the log cleaner, once started (nil: disabled)
+	peers      *peers                             // connections to the other brokers (txn.go)
 	// interSec is how connections to other brokers are secured (security.go); replaced when
 	// the inter-broker listener's dynamic stores change (reconfigureListenerStores).
 	interSec atomic.Pointer[security.Client]
@@ -251,6 +253,7 @@ func Start(cfg *config.Broker, opt Options) (*Broker, error) {
 		meta: metadata.NewPublisher(), failed: make(chan struct{}), metrics: metrics,
 		dial: opt.Dial, preBound: maps.Clone(opt.Listeners), campaign: opt.CampaignAtStart,
 	}
+	b.tokenCreds = &tokenCredentials{cfg: cfg}
 	b.fenced.Store(true)
 	b.epoch.Store(-1)
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -116,6 +116,10 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 			HasLocalBroker:       cfg.IsBroker(),
 			LocalBroker:          cfg.NodeID,
 			LocalIncarnation:     b.incarnation,
+			TokenSecret:          b.cfg.DelegationTokenSecret(),
+			TokenMaxLifetimeMs:   cfg.DelegationTokenMaxLifetimeMs,
+			TokenExpiryTimeMs:    cfg.DelegationTokenExpiryTimeMs,
+			TokenExpiryCheckMs:   cfg.DelegationTokenExpiryCheckIntervalMs,
 		},
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/state"
 	"github.com/gregor-project/gregor/internal/metadata"
@@ -207,10 +208,20 @@ func (b *Broker) dialBroker(ctx context.Context, addr, clientID string) (*wire.C
 // scramCredentials finds SCRAM credentials in the broker's metadata image, where
 // AlterUserScramCredentials put them: a new or changed credential authenticates the next
 // connection, with no restart.
-func (b *Broker) scramCredentials() security.ScramCredentials { return imageScram{b.meta} }
+func (b *Broker) scramCredentials() security.ScramCredentials {
+	return imageScram{meta: b.meta, tokens: b.tokenCreds}
+}
 
-// imageScram reads SCRAM credentials from the newest metadata image.
-type imageScram struct{ meta *metadata.Publisher }
+// imageScram reads SCRAM credentials from the newest metadata image, and delegation tokens'
+// from the image's tokens (tokens.go).
+type imageScram struct {
+	meta   *metadata.Publisher
+	tokens *tokenCredentials
+}
+
+func (s imageScram) TokenCredential(id, mechanism string, now time.Time) (security.ScramCredential, authz.Principal, time.Time, bool) {
+	return s.tokens.credential(s.meta.Image(), id, mechanism, now)
+}
 
 func (s imageScram) ScramCredential(user, mechanism string) (security.ScramCredential, bool) {
 	m, ok := state.ScramMechanism(mechanism)

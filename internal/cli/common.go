@@ -52,6 +52,7 @@ func AddCommands(root *cobra.Command) {
 		newBenchCommand(),
 		newACLCommand(),
 		newUserCommand(),
+		newDelegationTokenCommand(),
 		newConfigsCommand(),
 		newLogDirsCommand(),
 		newOffsetsCommand(),

@@ -192,6 +192,12 @@ type Broker struct {
 	SuperUsers                []string // super.users, principals as Type:Name
 	AllowEveryoneIfNoACLFound bool     // allow.everyone.if.no.acl.found
 
+	// Delegation tokens (KIP-48).
+	DelegationTokenSecretKey             string // delegation.token.secret.key ("" = tokens disabled)
+	DelegationTokenMaxLifetimeMs         int64  // delegation.token.max.lifetime.ms
+	DelegationTokenExpiryTimeMs          int64  // delegation.token.expiry.time.ms
+	DelegationTokenExpiryCheckIntervalMs int64  // delegation.token.expiry.check.interval.ms
+
 	lay    layers            // the configured values this snapshot was built from
 	values map[string]string // effective value of every key, normalized
 	null   map[string]bool   // keys whose effective value is Kafka's null
@@ -449,6 +455,11 @@ var brokerDefList = []*brokerDef{
 	{name: "sasl.mechanism.inter.broker.protocol", vt: stringType(), dflt: str("GSSAPI"), doc: "SASL mechanism brokers use towards each other on a SASL inter-broker listener."},
 	{name: "sasl.mechanism.controller.protocol", vt: stringType(), dflt: str("GSSAPI"), doc: "SASL mechanism used towards the controllers on a SASL controller listener."},
 	{name: "sasl.server.max.receive.size", vt: vtPositiveInt, dflt: num(524288), doc: "Largest SASL frame accepted before a connection is authenticated."},
+	{name: "delegation.token.secret.key", vt: passwordType(), field: func(b *Broker) any { return &b.DelegationTokenSecretKey }, doc: "Secret key that signs delegation tokens (their HMAC); the same on every broker and controller. Unset: delegation tokens are disabled (DELEGATION_TOKEN_AUTH_DISABLED)."},
+	{name: "delegation.token.master.key", vt: passwordType(), doc: "Kafka's former name of delegation.token.secret.key, read when that is unset."},
+	{name: "delegation.token.max.lifetime.ms", vt: vtPositiveLong, dflt: num(604800000), field: func(b *Broker) any { return &b.DelegationTokenMaxLifetimeMs }, doc: "Longest life of a delegation token, however often it is renewed."},
+	{name: "delegation.token.expiry.time.ms", vt: vtPositiveLong, dflt: num(86400000), field: func(b *Broker) any { return &b.DelegationTokenExpiryTimeMs }, doc: "How long a delegation token lives from its creation or a renewal without a period of its own."},
+	{name: "delegation.token.expiry.check.interval.ms", vt: vtPositiveLong, dflt: num(3600000), field: func(b *Broker) any { return &b.DelegationTokenExpiryCheckIntervalMs }, doc: "Milliseconds between the active controller's removals of expired delegation tokens."},
 	{name: "connections.max.reauth.ms", vt: vtNonNegLong, dflt: num(0), doc: "Longest session of a SASL connection before it must re-authenticate (KIP-368); 0: sessions never expire."},
 	{name: "sasl.oauthbearer.jwks.endpoint.url", vt: stringType(), doc: "OAUTHBEARER with " + OAuthBearerValidatorCallbackHandler + ": where the identity provider's JWKS (its signing keys) is read, a file:// path or an https:// URL."},
 	{name: "sasl.oauthbearer.jwks.endpoint.refresh.ms", vt: vtPositiveLong, dflt: num(3600000), doc: "Milliseconds between re-reads of the JWKS; a token naming an unknown key id also brings an https JWKS forward."},

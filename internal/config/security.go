@@ -237,3 +237,17 @@ func (b *Broker) WithDynamic(m map[string]string) (*Broker, error) {
 func passwordType() valueType {
 	return valueType{TypePassword, func(s string) (any, string, string) { return s, s, "" }}
 }
+
+// DelegationTokenSecret is the key delegation tokens are signed with:
+// delegation.token.secret.key, else its former name delegation.token.master.key; "" when
+// delegation tokens are disabled.
+func (b *Broker) DelegationTokenSecret() string {
+	c := b.Current()
+	if c.DelegationTokenSecretKey != "" {
+		return c.DelegationTokenSecretKey
+	}
+	if c.null["delegation.token.master.key"] {
+		return ""
+	}
+	return c.values["delegation.token.master.key"]
+}

@@ -20,6 +20,7 @@ type delta struct {
 	acls           bool            // an ACL was created or removed
 	scram          bool            // a SCRAM credential was set or removed
 	clientQuotas   bool            // a client quota was set or removed
+	tokens         bool            // a delegation token was created, changed or removed
 }
 
 // topicDelta is what changed in one topic.
@@ -31,7 +32,7 @@ type topicDelta struct {
 
 func (d *delta) empty() bool {
 	return !d.full && len(d.topics) == 0 && len(d.topicConfigs) == 0 && len(d.brokers) == 0 &&
-		!d.clusterConfigs && len(d.nodeConfigs) == 0 && len(d.groupConfigs) == 0 && !d.acls && !d.scram && !d.clientQuotas
+		!d.clusterConfigs && len(d.nodeConfigs) == 0 && len(d.groupConfigs) == 0 && !d.acls && !d.scram && !d.clientQuotas && !d.tokens
 }
 
 func (d *delta) topic(id state.UUID) *topicDelta {
@@ -99,6 +100,8 @@ func (d *delta) note(r state.Record) {
 		d.acls = true
 	case *state.UserScramCredentialRecord, *state.RemoveUserScramCredentialRecord:
 		d.scram = true
+	case *state.DelegationTokenRecord, *state.RemoveDelegationTokenRecord:
+		d.tokens = true
 	}
 	if _, ok := r.(*state.ClientQuotaRecord); ok {
 		d.clientQuotas = true

@@ -81,6 +81,8 @@ type Image struct {
 	// none; shared with the previous Image until a record changes them.
 	acls  *aclSet
 	scram *scramSet
+	// tokens are the delegation tokens by id (tokens.go), nil when there are none.
+	tokens map[string]*DelegationToken
 }
 
 // Topic returns the topic by name, or nil.

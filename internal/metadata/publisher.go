@@ -202,6 +202,9 @@ func (p *Publisher) patch(prev *Image, d *delta) *Image {
 	if d.scram {
 		next.scram = newScramSet(p.st)
 	}
+	if d.tokens {
+		next.tokens = newTokens(p.st)
+	}
 	if d.clientQuotas {
 		next.ClientQuotas = clientQuotas(p.st)
 	}
@@ -297,6 +300,7 @@ func (p *Publisher) rebuild(prev *Image) *Image {
 	if next.scram = newScramSet(st); equalScramSets(next.scram, prev.scram) {
 		next.scram = prev.scram
 	}
+	next.tokens = newTokens(st)
 	next.ClientQuotas = clientQuotas(st)
 	for _, r := range st.ConfigResources() {
 		if r.Type == state.ResourceGroup {

@@ -9,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xdg-go/scram"
+
+	"github.com/gregor-project/gregor/internal/authz"
 )
 
 // The server side of a SCRAM exchange (RFC 5802), as Kafka's ScramSaslServer runs it:
@@ -22,8 +26,10 @@ import (
 // given, must be the user. As Kafka's server, the client-final nonce must end with the nonce
 // the server sent (not equal it): librdkafka before 2.6.1 sends the client's nonce twice
 // there, and Kafka's brokers accept it, so Gregor does too; the proof, computed over the
-// messages as sent, is what authenticates. Extensions in the client-first message (Kafka's
-// tokenauth=true for delegation tokens) are refused: Gregor has no delegation tokens yet.
+// messages as sent, is what authenticates. The one extension of the client-first message is
+// Kafka's tokenauth=true (delegation tokens, KIP-48): the user is then a token id, its
+// password the token's HMAC, and the client is authenticated as the token's owner until the
+// token expires (TokenCredentials); any other extension is refused, as Kafka refuses it.
 
 type scramExchange struct {
 	m        *scramMechanism
@@ -34,10 +40,23 @@ type scramExchange struct {
 	server1  string // server-first
 	nonce    string // client nonce + server nonce
 	cred     ScramCredential
+	token    bool            // tokenauth=true: username is a delegation token's id
+	owner    authz.Principal // the token's owner
+	expires  time.Time       // the token's expiry
 }
 
 func (e *scramExchange) user() string                { return e.username }
-func (e *scramExchange) credentialExpiry() time.Time { return time.Time{} }
+func (e *scramExchange) credentialExpiry() time.Time { return e.expires }
+
+// tokenOwner is the principal of a delegation token's authentication.
+func (e *scramExchange) tokenOwner() (authz.Principal, bool) { return e.owner, e.token }
+
+// TokenCredentials finds a delegation token's SCRAM credential for a mechanism (derived from
+// its HMAC), its owner and its expiry, unless the token is unknown or expired at now. A
+// ScramCredentials that also implements it serves tokenauth=true. Safe for concurrent use.
+type TokenCredentials interface {
+	TokenCredential(tokenID, mechanism string, now time.Time) (cred ScramCredential, owner authz.Principal, expires time.Time, ok bool)
+}
 
 func (e *scramExchange) fail() error {
 	return fmt.Errorf("%w: Authentication failed during authentication due to invalid credentials with SASL mechanism %s", errAuthFailed, e.m.mech)
@@ -47,16 +66,16 @@ func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errMalformed, fmt.Sprintf(format, args...))
 }
 
-func (e *scramExchange) step(in []byte, _ time.Time) ([]byte, bool, error) {
+func (e *scramExchange) step(in []byte, now time.Time) ([]byte, bool, error) {
 	msg := string(in)
 	if e.stage == 0 {
 		e.stage = 1
-		return e.clientFirst(msg)
+		return e.clientFirst(msg, now)
 	}
 	return e.clientFinal(msg)
 }
 
-func (e *scramExchange) clientFirst(msg string) ([]byte, bool, error) {
+func (e *scramExchange) clientFirst(msg string, now time.Time) ([]byte, bool, error) {
 	// gs2-header: cbind-flag "," [authzid] ","
 	flag, rest, ok := strings.Cut(msg, ",")
 	if !ok {
@@ -77,8 +96,12 @@ func (e *scramExchange) clientFirst(msg string) ([]byte, bool, error) {
 	if len(attrs) < 2 || !strings.HasPrefix(attrs[0], "n=") || !strings.HasPrefix(attrs[1], "r=") {
 		return nil, false, malformed("Invalid SCRAM client first message")
 	}
-	if len(attrs) > 2 {
-		return nil, false, fmt.Errorf("%w: Authentication failed: SCRAM extensions (delegation tokens) are not supported", errAuthFailed)
+	for _, ext := range attrs[2:] {
+		k, v, _ := strings.Cut(ext, "=")
+		if k != "tokenauth" {
+			return nil, false, fmt.Errorf("%w: Authentication failed: unsupported SCRAM extension %q", errAuthFailed, k)
+		}
+		e.token = strings.EqualFold(v, "true")
 	}
 	user, ok := saslName(attrs[0][2:])
 	if !ok || user == "" {
@@ -97,7 +120,11 @@ func (e *scramExchange) clientFirst(msg string) ([]byte, bool, error) {
 	e.username = user
 	var c ScramCredential
 	found := false
-	if e.m.creds != nil {
+	switch tc, ok := e.m.creds.(TokenCredentials); {
+	case e.token && ok:
+		c, e.owner, e.expires, found = tc.TokenCredential(user, e.m.mech, now)
+	case e.token:
+	case e.m.creds != nil:
 		c, found = e.m.creds.ScramCredential(user, e.m.mech)
 	}
 	if !found {
@@ -176,4 +203,25 @@ func saslName(s string) (string, bool) {
 		i += 2
 	}
 	return b.String(), true
+}
+
+// ScramCredentialFor derives the credential a server keeps of password for a SCRAM
+// mechanism ("SCRAM-SHA-256", "SCRAM-SHA-512"): the salted password with salt and
+// iterations, and its StoredKey and ServerKey (RFC 5802). A delegation token's credential is
+// this of its password, the HMAC in base64.
+func ScramCredentialFor(mechanism, password string, salt []byte, iterations int) (ScramCredential, error) {
+	h := scram.SHA256
+	switch mechanism {
+	case ScramSHA256:
+	case ScramSHA512:
+		h = scram.SHA512
+	default:
+		return ScramCredential{}, fmt.Errorf("security: %q is not a SCRAM mechanism", mechanism)
+	}
+	cl, err := h.NewClient("token", password, "")
+	if err != nil {
+		return ScramCredential{}, err
+	}
+	sc := cl.GetStoredCredentials(scram.KeyFactors{Salt: string(salt), Iters: iterations})
+	return ScramCredential{Salt: salt, StoredKey: sc.StoredKey, ServerKey: sc.ServerKey, Iterations: iterations}, nil
 }

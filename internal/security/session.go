@@ -42,6 +42,7 @@ type Session struct {
 	exch      exchange
 	expires   time.Time // zero: never
 	renewable bool      // the client authenticated with SaslAuthenticate v1+ (it knows KIP-368)
+	token     bool      // authenticated with a delegation token (SCRAM tokenauth=true)
 	reauth    bool      // the exchange in progress re-authenticates
 }
 
@@ -127,6 +128,10 @@ func (s *Session) Admit(key int16, now time.Time) (Verdict, error) {
 
 // Authenticated reports whether requests other than ApiVersions are served.
 func (s *Session) Authenticated() bool { return s.state == stateAuthenticated }
+
+// TokenAuthenticated reports whether the connection authenticated with a delegation token,
+// which may not ask for, renew or expire tokens (Kafka's KafkaPrincipal.tokenAuthenticated).
+func (s *Session) TokenAuthenticated() bool { return s.token }
 
 // Principal is who the connection is (ANONYMOUS until authenticated).
 func (s *Session) Principal() authz.Principal { return s.principal }
@@ -228,12 +233,19 @@ func (s *Session) step(in []byte, now time.Time, renewable bool) ([]byte, error)
 	if !done {
 		return out, nil
 	}
-	p := authz.User(s.exch.user())
+	p, token := authz.User(s.exch.user()), false
+	if t, ok := s.exch.(interface {
+		tokenOwner() (authz.Principal, bool)
+	}); ok {
+		if owner, yes := t.tokenOwner(); yes {
+			p, token = owner, true
+		}
+	}
 	if s.reauth && p != s.principal {
 		s.state = stateFailed
 		return nil, fmt.Errorf("%w: Cannot change principals during re-authentication from %s to %s", errAuthFailed, s.principal, p)
 	}
-	s.principal, s.state, s.renewable, s.reauth = p, stateAuthenticated, renewable, false
+	s.principal, s.state, s.renewable, s.reauth, s.token = p, stateAuthenticated, renewable, false, token
 	s.expires = sessionExpiry(now, s.exch.credentialExpiry(), s.l.reauth)
 	return out, nil
 }

@@ -72,6 +72,9 @@ type Conn struct {
 	// listener, or an SSL one whose client sent no certificate); set by the server before
 	// the first request reaches the handler, and changed only by a re-authentication.
 	Principal authz.Principal
+	// TokenAuthenticated is whether the principal authenticated with a delegation token
+	// (which may not ask for, renew or expire tokens); set with Principal.
+	TokenAuthenticated bool
 	// RequestSize is the size of the request being handled: its frame's bytes after the
 	// length (Kafka's request.sizeInBytes), what the produce quota counts.
 	RequestSize int

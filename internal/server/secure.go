@@ -65,7 +65,7 @@ func (c *conn) secure() bool {
 		return false
 	}
 	c.sess = sess
-	c.info.Principal = sess.Principal()
+	c.info.Principal, c.info.TokenAuthenticated = sess.Principal(), sess.TokenAuthenticated()
 	return true
 }
 
@@ -107,7 +107,7 @@ func (c *conn) intercept(ctx context.Context, h header, req kmsg.Request) bool {
 	default:
 		return false
 	}
-	c.info.Principal = c.sess.Principal()
+	c.info.Principal, c.info.TokenAuthenticated = c.sess.Principal(), c.sess.TokenAuthenticated()
 	if c.sess.Failed() {
 		c.log.Info("authentication failed", "listener", c.srv.name, "api", kmsg.NameForKey(h.key), "client_id", h.clientID, "reason", failReason(resp))
 		if !c.delayFailure(ctx) {
@@ -154,7 +154,7 @@ func (c *conn) delayFailure(ctx context.Context) bool {
 // frame without a handshake): the answer is a bare token too, size first, when there is one. A failed token closes the connection after the failure delay.
 func (c *conn) rawToken(ctx context.Context, frame []byte) bool {
 	out, send, err := c.sess.RawToken(frame, time.Now())
-	c.info.Principal = c.sess.Principal()
+	c.info.Principal, c.info.TokenAuthenticated = c.sess.Principal(), c.sess.TokenAuthenticated()
 	if err != nil {
 		c.log.Info("authentication failed", "listener", c.srv.name, "reason", err)
 		c.delayFailure(ctx)

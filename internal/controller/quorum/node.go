@@ -733,6 +733,12 @@ func (n *Node) propose() bool {
 		if recs := n.rebalanceLeaders(now); len(recs) > 0 && n.submit(&proposal{ctx: context.Background()}, recs) {
 			return true
 		}
+		if recs := n.ctrl.ExpireDelegationTokens(now); len(recs) > 0 {
+			n.log.Info("removing expired delegation tokens", "tokens", len(recs))
+			if n.submit(&proposal{ctx: context.Background()}, recs) {
+				return true
+			}
+		}
 	}
 	for len(n.queue) > 0 {
 		p := n.queue[0]

@@ -110,6 +110,7 @@ func init() {
 		kmsg.FetchSnapshot.Int16():              {Min: 0, Max: 1, Handle: handleFetchSnapshot},
 		kmsg.SASLHandshake.Int16():              {Min: 0, Max: 1, Handle: handleSaslHandshake},
 		kmsg.SASLAuthenticate.Int16():           {Min: 0, Max: 2, Handle: handleSaslAuthenticate},
+		kmsg.Envelope.Int16():                   {Min: 0, Max: 0, Handle: handleEnvelope},
 	}
 }
 

@@ -113,6 +113,10 @@ func (im *Image) apply(offset int64, r Record) error {
 		return im.applyRemoveACL(r)
 	case *ClientQuotaRecord:
 		return im.applyClientQuota(r)
+	case *DelegationTokenRecord:
+		return im.applyDelegationToken(r)
+	case *RemoveDelegationTokenRecord:
+		return im.applyRemoveDelegationToken(r)
 	case *SnapshotHeaderRecord:
 		return reject("a snapshot header outside a snapshot")
 	default:
@@ -276,5 +280,8 @@ func (im *Image) Check() error {
 			return fmt.Errorf("broker %d epoch %d (next %d)", id, b.Epoch, im.nextBrokerEpoch)
 		}
 	}
-	return im.checkSecurity()
+	if err := im.checkSecurity(); err != nil {
+		return err
+	}
+	return im.checkTokens()
 }

@@ -59,6 +59,14 @@ type Config struct {
 	ValidateGroupConfigs func(m map[string]string) error
 	// NewUUID makes topic ids (default RandomUUID). Tests pass a deterministic source.
 	NewUUID func() UUID
+	// Delegation tokens: TokenSecret is delegation.token.secret.key ("" = disabled),
+	// TokenMaxLifetimeMs delegation.token.max.lifetime.ms, TokenExpiryTimeMs
+	// delegation.token.expiry.time.ms, TokenExpiryCheckMs
+	// delegation.token.expiry.check.interval.ms (defaults: Kafka's).
+	TokenSecret        string
+	TokenMaxLifetimeMs int64
+	TokenExpiryTimeMs  int64
+	TokenExpiryCheckMs int64
 	// LocalBroker is the broker in this controller's own process (a combined node), with
 	// its incarnation; HasLocalBroker says whether there is one. A registration of that
 	// broker id with another incarnation belongs to an earlier process of this node, dead
@@ -95,6 +103,15 @@ func (cfg *Config) setDefaults() {
 	if cfg.NewUUID == nil {
 		cfg.NewUUID = RandomUUID
 	}
+	if cfg.TokenMaxLifetimeMs <= 0 {
+		cfg.TokenMaxLifetimeMs = 7 * 24 * 3600 * 1000
+	}
+	if cfg.TokenExpiryTimeMs <= 0 {
+		cfg.TokenExpiryTimeMs = 24 * 3600 * 1000
+	}
+	if cfg.TokenExpiryCheckMs <= 0 {
+		cfg.TokenExpiryCheckMs = 3600 * 1000
+	}
 }
 
 // Controller is the metadata state machine with its commands. Not safe for concurrent use.
@@ -104,6 +121,8 @@ type Controller struct {
 	// sessions maps a broker id to the time (ms) of its last registration or heartbeat. Local
 	// to the active controller; see the package comment.
 	sessions map[int32]int64
+	// tokenSweep is when ExpireDelegationTokens last looked (active controller only).
+	tokenSweep int64
 }
 
 // New returns a controller over an empty image.

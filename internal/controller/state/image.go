@@ -136,6 +136,7 @@ type Image struct {
 	scram  map[ScramKey]ScramCredential
 	acls   map[UUID]authz.Binding
 	aclIDs map[authz.Binding]UUID
+	tokens map[string]*DelegationToken // delegation tokens by id (tokens.go)
 }
 
 // NewImage returns the empty image (offset -1: nothing applied).
@@ -149,6 +150,7 @@ func NewImage() *Image {
 		scram:        map[ScramKey]ScramCredential{},
 		acls:         map[UUID]authz.Binding{},
 		aclIDs:       map[authz.Binding]UUID{},
+		tokens:       map[string]*DelegationToken{},
 	}
 }
 

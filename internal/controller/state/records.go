@@ -43,6 +43,9 @@ const (
 	TypeAccessControlEntry        RecordType = 13
 	TypeRemoveAccessControlEntry  RecordType = 14
 	TypeClientQuota               RecordType = 15
+	// Delegation tokens (tokens.go).
+	TypeDelegationToken       RecordType = 16
+	TypeRemoveDelegationToken RecordType = 17
 )
 
 // Record is one metadata log record.
@@ -247,6 +250,10 @@ func newRecord(t RecordType) Record {
 		return &SnapshotHeaderRecord{}
 	case TypeClientQuota:
 		return &ClientQuotaRecord{}
+	case TypeDelegationToken:
+		return &DelegationTokenRecord{}
+	case TypeRemoveDelegationToken:
+		return &RemoveDelegationTokenRecord{}
 	}
 	return newSecurityRecord(t)
 }

@@ -35,6 +35,8 @@ func (im *Image) Snapshot() []byte {
 	count += len(security)
 	quotaRecs := im.clientQuotaRecords()
 	count += len(quotaRecs)
+	tokenRecs := im.tokenRecords()
+	count += len(tokenRecs)
 	e := &encoder{b: make([]byte, 0, 64+48*count)}
 	e.b = append(e.b, snapshotMagic...)
 	e.b = append(e.b, snapshotFormat, batchMagic, batchFormat)
@@ -69,6 +71,9 @@ func (im *Image) Snapshot() []byte {
 		appendRecord(e, &scratch, r)
 	}
 	for _, r := range quotaRecs {
+		appendRecord(e, &scratch, r)
+	}
+	for _, r := range tokenRecs {
 		appendRecord(e, &scratch, r)
 	}
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))

@@ -111,8 +111,9 @@ final class Request {
       String module = mech.startsWith("SCRAM-")
           ? "org.apache.kafka.common.security.scram.ScramLoginModule"
           : "org.apache.kafka.common.security.plain.PlainLoginModule";
+      String token = sec.path("tokenauth").asText("").equals("true") ? " tokenauth=\"true\"" : "";
       p.put(SaslConfigs.SASL_JAAS_CONFIG, module + " required username=\"" + sec.path("username").asText()
-          + "\" password=\"" + sec.path("password").asText() + "\";");
+          + "\" password=\"" + sec.path("password").asText() + "\"" + token + ";");
     }
     String cert = sec.path("cert").asText("");
     if (!cert.isEmpty()) {
