@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -33,6 +36,7 @@ type aclFlags struct {
 	principals                      []string // list and remove: either permission
 	operations                      []string
 	topics, groups, txnIDs          []string
+	tokens, users                   []string // DELEGATION_TOKEN ids, USER principals
 	cluster                         bool
 	patternType                     string
 }
@@ -47,6 +51,8 @@ func (f *aclFlags) register(cmd *cobra.Command, filter bool) {
 	fl.StringArrayVar(&f.topics, "topic", nil, "topic the ACLs are for (* for every topic); repeatable")
 	fl.StringArrayVar(&f.groups, "group", nil, "consumer group the ACLs are for; repeatable")
 	fl.StringArrayVar(&f.txnIDs, "transactional-id", nil, "transactional id the ACLs are for; repeatable")
+	fl.StringArrayVar(&f.tokens, "delegation-token", nil, "delegation token id the ACLs are for (Describe); repeatable")
+	fl.StringArrayVar(&f.users, "user-principal", nil, "user the ACLs are for, as a resource (CreateTokens, DescribeTokens: User:NAME); repeatable")
 	fl.BoolVar(&f.cluster, "cluster", false, "the ACLs are for the cluster")
 	patternHelp := "resource pattern type: literal or prefixed"
 	if filter {
@@ -57,7 +63,13 @@ func (f *aclFlags) register(cmd *cobra.Command, filter bool) {
 }
 
 func (f *aclFlags) hasResource() bool {
-	return len(f.topics) > 0 || len(f.groups) > 0 || len(f.txnIDs) > 0 || f.cluster
+	return len(f.topics) > 0 || len(f.groups) > 0 || len(f.txnIDs) > 0 || len(f.tokens) > 0 || len(f.users) > 0 || f.cluster
+}
+
+// kadmResource reports whether a resource flag other than --user-principal is set: kadm's
+// builder has no USER resources, which userACLs handles.
+func (f *aclFlags) kadmResource() bool {
+	return len(f.topics) > 0 || len(f.groups) > 0 || len(f.txnIDs) > 0 || len(f.tokens) > 0 || f.cluster
 }
 
 // builder turns the flags into kadm's ACL builder: for adding (filter false) every flag is
@@ -81,7 +93,7 @@ func (f *aclFlags) builder(filter bool) (*kadm.ACLBuilder, error) {
 			return nil, fmt.Errorf("--resource-pattern-type %s: ACLs are added as literal or prefixed", f.patternType)
 		}
 		if !f.hasResource() {
-			return nil, fmt.Errorf("give a resource: --topic, --group, --transactional-id or --cluster")
+			return nil, fmt.Errorf("give a resource: --topic, --group, --transactional-id, --delegation-token, --user-principal or --cluster")
 		}
 		if len(f.allowPrincipals) == 0 && len(f.denyPrincipals) == 0 {
 			return nil, fmt.Errorf("give --allow-principal or --deny-principal")
@@ -115,8 +127,8 @@ func (f *aclFlags) builder(filter bool) (*kadm.ACLBuilder, error) {
 		}
 	}
 	b.Operations(ops...)
-	if filter && !f.hasResource() {
-		b.AnyResource()
+	if filter && (!f.hasResource() || len(f.users) > 0) {
+		b.AnyResource() // USER resources are picked out of every ACL (userACLs)
 		return b, nil
 	}
 	if len(f.topics) > 0 {
@@ -127,6 +139,9 @@ func (f *aclFlags) builder(filter bool) (*kadm.ACLBuilder, error) {
 	}
 	if len(f.txnIDs) > 0 {
 		b.TransactionalIDs(f.txnIDs...)
+	}
+	if len(f.tokens) > 0 {
+		b.DelegationTokens(f.tokens...)
 	}
 	if f.cluster {
 		b.Clusters()
@@ -178,12 +193,21 @@ func newACLAddCommand(cf *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
+			return adminClientRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, cl *kgo.Client, format string) error {
+				var rows []aclRow
+				if len(f.users) > 0 {
+					var err error
+					if rows, err = f.addUserACLs(ctx, cl); err != nil {
+						return err
+					}
+				}
+				if !f.kadmResource() {
+					return printACLs(cmd.OutOrStdout(), format, rows)
+				}
 				rs, err := adm.CreateACLs(ctx, b)
 				if err != nil {
 					return fmt.Errorf("adding ACLs: %w", err)
 				}
-				var rows []aclRow
 				for _, r := range rs {
 					if r.Err != nil {
 						return fmt.Errorf("adding ACL for %s on %s %s: %s", r.Principal, r.Type, r.Name, kafkaErrorText(r.Err, r.ErrMessage))
@@ -209,6 +233,9 @@ func newACLListCommand(cf *clientFlags) *cobra.Command {
 			if !cmd.Flags().Changed("resource-pattern-type") && !f.hasResource() {
 				f.patternType = "any"
 			}
+			if len(f.users) > 0 && f.kadmResource() {
+				return fmt.Errorf("--user-principal selects USER resources alone: list other resources in another call")
+			}
 			b, err := f.builder(true)
 			if err != nil {
 				return err
@@ -226,6 +253,9 @@ func newACLListCommand(cf *clientFlags) *cobra.Command {
 					}
 					for _, d := range r.Described {
 						row := aclRow{d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host, d.Operation.String(), d.Permission.String()}
+						if len(f.users) > 0 && !f.userACL(d.Type, d.Name) {
+							continue
+						}
 						if !seen[row] { // several filters may find one ACL
 							seen[row] = true
 							rows = append(rows, row)
@@ -250,11 +280,23 @@ func newACLRemoveCommand(cf *clientFlags) *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !f.hasResource() && !all {
-				return fmt.Errorf("give a resource (--topic, --group, --transactional-id, --cluster), or --all to remove from every resource")
+				return fmt.Errorf("give a resource (--topic, --group, --transactional-id, --delegation-token, --user-principal, --cluster), or --all to remove from every resource")
+			}
+			if len(f.users) > 0 && f.kadmResource() {
+				return fmt.Errorf("--user-principal selects USER resources alone: remove other resources in another call")
 			}
 			b, err := f.builder(true)
 			if err != nil {
 				return err
+			}
+			if len(f.users) > 0 {
+				return adminClientRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, cl *kgo.Client, format string) error {
+					rows, err := f.removeUserACLs(ctx, adm, cl, b)
+					if err != nil {
+						return err
+					}
+					return printACLs(cmd.OutOrStdout(), format, rows)
+				})
 			}
 			return adminRun(cmd, cf, func(ctx context.Context, adm *kadm.Client, format string) error {
 				rs, err := adm.DeleteACLs(ctx, b)
@@ -285,4 +327,108 @@ func newACLRemoveCommand(cf *clientFlags) *cobra.Command {
 	f.register(cmd, true)
 	cmd.Flags().BoolVar(&all, "all", false, "with no resource flag: remove from every resource")
 	return cmd
+}
+
+// userACL reports whether an ACL's resource is one of the --user-principal users.
+func (f *aclFlags) userACL(rt kmsg.ACLResourceType, name string) bool {
+	return rt == kmsg.ACLResourceTypeUser && slices.Contains(f.users, name)
+}
+
+// addUserACLs creates the ACLs of the --user-principal resources (kadm's builder has no USER
+// resources): every principal, host and operation of the flags, as the builder combines them.
+func (f *aclFlags) addUserACLs(ctx context.Context, cl *kgo.Client) ([]aclRow, error) {
+	pattern, err := kmsg.ParseACLResourcePatternType(f.patternType)
+	if err != nil {
+		return nil, err
+	}
+	ops := []kmsg.ACLOperation{kmsg.ACLOperationAll}
+	if len(f.operations) > 0 {
+		ops = ops[:0]
+		for _, s := range f.operations {
+			op, err := kmsg.ParseACLOperation(s)
+			if err != nil {
+				return nil, fmt.Errorf("--operation %q: %w", s, err)
+			}
+			ops = append(ops, op)
+		}
+	}
+	orStar := func(hosts []string) []string {
+		if len(hosts) == 0 {
+			return []string{"*"}
+		}
+		return hosts
+	}
+	req := kmsg.NewPtrCreateACLsRequest()
+	add := func(principals, hosts []string, perm kmsg.ACLPermissionType) {
+		for _, u := range f.users {
+			for _, p := range principals {
+				for _, h := range orStar(hosts) {
+					for _, op := range ops {
+						c := kmsg.NewCreateACLsRequestCreation()
+						c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeUser, u, pattern
+						c.Principal, c.Host, c.Operation, c.PermissionType = p, h, op, perm
+						req.Creations = append(req.Creations, c)
+					}
+				}
+			}
+		}
+	}
+	add(f.allowPrincipals, f.allowHosts, kmsg.ACLPermissionTypeAllow)
+	add(f.denyPrincipals, f.denyHosts, kmsg.ACLPermissionTypeDeny)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("adding ACLs: %w", err)
+	}
+	var rows []aclRow
+	for i, r := range resp.Results {
+		c := req.Creations[i]
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return nil, fmt.Errorf("adding ACL for %s on USER %s: %s", c.Principal, c.ResourceName, kafkaErrorText(err, derefString(r.ErrorMessage)))
+		}
+		rows = append(rows, aclRow{c.ResourceType.String(), c.ResourceName, c.ResourcePatternType.String(), c.Principal, c.Host, c.Operation.String(), c.PermissionType.String()})
+	}
+	return rows, nil
+}
+
+// removeUserACLs removes the ACLs on the --user-principal resources that b's principals,
+// hosts and operations select: found among every ACL, then deleted one by one.
+func (f *aclFlags) removeUserACLs(ctx context.Context, adm *kadm.Client, cl *kgo.Client, b *kadm.ACLBuilder) ([]aclRow, error) {
+	rs, err := adm.DescribeACLs(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("removing ACLs: %w", err)
+	}
+	req := kmsg.NewPtrDeleteACLsRequest()
+	var rows []aclRow
+	seen := map[aclRow]bool{}
+	for _, r := range rs {
+		if r.Err != nil {
+			return nil, fmt.Errorf("removing ACLs: %s", kafkaErrorText(r.Err, r.ErrMessage))
+		}
+		for _, d := range r.Described {
+			row := aclRow{d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host, d.Operation.String(), d.Permission.String()}
+			if !f.userACL(d.Type, d.Name) || seen[row] {
+				continue
+			}
+			seen[row] = true
+			rows = append(rows, row)
+			df := kmsg.NewDeleteACLsRequestFilter()
+			name, principal, host := d.Name, d.Principal, d.Host
+			df.ResourceType, df.ResourceName, df.ResourcePatternType = d.Type, &name, d.Pattern
+			df.Principal, df.Host, df.Operation, df.PermissionType = &principal, &host, d.Operation, d.Permission
+			req.Filters = append(req.Filters, df)
+		}
+	}
+	if len(req.Filters) == 0 {
+		return rows, nil
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("removing ACLs: %w", err)
+	}
+	for _, r := range resp.Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return nil, fmt.Errorf("removing ACLs: %s", kafkaErrorText(err, derefString(r.ErrorMessage)))
+		}
+	}
+	return rows, nil
 }

@@ -365,7 +365,7 @@ func findHanging(ctx context.Context, adm *kadm.Client, cl *kgo.Client, brokerID
 				continue
 			}
 			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s-%d: %s", t.Topic, p.Partition, kafkaErrorText(err, derefStr(p.ErrorMessage))))
+				errs = append(errs, fmt.Sprintf("%s-%d: %s", t.Topic, p.Partition, kafkaErrorText(err, derefString(p.ErrorMessage))))
 				continue
 			}
 			for _, s := range p.ActiveProducers {
@@ -433,11 +433,4 @@ func findHanging(ctx context.Context, adm *kadm.Client, cl *kgo.Client, brokerID
 		rows = append(rows, c)
 	}
 	return rows, nil
-}
-
-func derefStr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -30,7 +30,9 @@
 //   - Mechanisms (mechanism.go): PLAIN against the JAAS line's user_<name> options, and
 //     SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802) against the credentials
 //     AlterUserScramCredentials stored in the metadata log (a ScramCredentials, the broker's
-//     metadata image): salted, never the password itself; OAUTHBEARER (RFC 7628,
+//     metadata image): salted, never the password itself, and delegation tokens (KIP-48:
+//     tokenauth=true, the token id and its HMAC; a TokenCredentials gives the credential,
+//     the owner the connection becomes and the token's expiry); OAUTHBEARER (RFC 7628,
 //     KIP-255, KIP-768; oauth.go) with the validator Kafka's
 //     listener.name.<l>.oauthbearer.sasl.server.callback.handler.class chooses: unset, the
 //     unsecured one (alg none tokens, the JAAS line's unsecuredValidator* options, for

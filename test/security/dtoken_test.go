@@ -117,10 +117,9 @@ func TestDelegationTokens(t *testing.T) {
 	if ids := describeTokens(t, carol); len(ids) != 0 {
 		t.Fatalf("carol sees %v", ids)
 	}
-	adm := kadm.NewClient(op)
-	if _, err := adm.CreateACLs(ctxT(t), kadm.NewACLs().Allow("User:carol").ResourcePatternType(kadm.ACLPatternLiteral).
-		Operations(kadm.OpDescribe).DelegationTokens(tok.TokenID)); err != nil {
-		t.Fatal(err)
+	plainAddr := addrOf(t, b, "PLAINTEXT")
+	if out, err := gregor(t, "", "acl", "add", "--allow-principal", "User:carol", "--operation", "Describe", "--delegation-token", tok.TokenID, "-b", plainAddr); err != nil {
+		t.Fatalf("acl add --delegation-token: %q %v", out, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for ids := describeTokens(t, carol); len(ids) != 1 || ids[0] != tok.TokenID; ids = describeTokens(t, carol) {
@@ -134,10 +133,40 @@ func TestDelegationTokens(t *testing.T) {
 		t.Fatalf("bob renews: expiry %d %v", r.ExpiryTimestamp, kerr.ErrorForCode(r.ErrorCode))
 	}
 
+	// A token for another owner, with CREATE_TOKENS on that user: it logs in as dave, who has
+	// no password of his own.
+	if out, err := gregor(t, "", "acl", "add", "--allow-principal", "User:alice", "--operation", "CreateTokens", "--user-principal", "User:dave", "-b", plainAddr); err != nil {
+		t.Fatalf("acl add --user-principal: %q %v", out, err)
+	}
+	var forDave *kmsg.CreateDelegationTokenResponse
+	deadline = time.Now().Add(10 * time.Second)
+	for forDave = createToken(t, alice, -1, "dave"); forDave.ErrorCode != 0; forDave = createToken(t, alice, -1, "dave") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a token for dave with CREATE_TOKENS: %v", kerr.ErrorForCode(forDave.ErrorCode))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if forDave.PrincipalName != "dave" || forDave.TokenRequesterPrincipalName != "alice" {
+		t.Fatalf("owner %s, requester %s: want dave and alice", forDave.PrincipalName, forDave.TokenRequesterPrincipalName)
+	}
+	if err := client(t, addr, scramAs(forDave.TokenID, base64.StdEncoding.EncodeToString(forDave.HMAC), true)).Ping(ctxT(t)); err != nil {
+		t.Fatalf("dave's token: %v", err)
+	}
+	out, err := gregor(t, "", "acl", "list", "--user-principal", "User:dave", "-b", plainAddr)
+	if err != nil || !strings.Contains(out, "CREATE_TOKENS") || !strings.Contains(out, "User:alice") {
+		t.Fatalf("acl list --user-principal: %q %v", out, err)
+	}
+	if out, err := gregor(t, "", "acl", "remove", "--user-principal", "User:dave", "-b", plainAddr); err != nil || !strings.Contains(out, "User:alice") {
+		t.Fatalf("acl remove --user-principal: %q %v", out, err)
+	}
+	if out, _ := gregor(t, "", "acl", "list", "--user-principal", "User:dave", "-b", plainAddr); strings.Contains(out, "User:alice") {
+		t.Fatalf("the USER ACL is still there: %q", out)
+	}
+
 	// The tool, as alice.
 	props := writeProps(t, "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"+
 		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";`+"\n")
-	out, err := gregor(t, "", "delegation-token", "describe", "-b", addr, "--command-config", props)
+	out, err = gregor(t, "", "delegation-token", "describe", "-b", addr, "--command-config", props)
 	if err != nil || !strings.Contains(out, tok.TokenID) || !strings.Contains(out, hmacB64) || !strings.Contains(out, "User:bob") {
 		t.Fatalf("describe: %q %v", out, err)
 	}
