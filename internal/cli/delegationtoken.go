@@ -93,6 +93,7 @@ func newTokenCreateCommand(cf *clientFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req := kmsg.NewPtrCreateDelegationTokenRequest()
 			req.MaxLifetimeMillis = maxLife
+			named := []string{}
 			for _, r := range renewers {
 				typ, name, err := principalFlag(r)
 				if err != nil {
@@ -101,6 +102,7 @@ func newTokenCreateCommand(cf *clientFlags) *cobra.Command {
 				rn := kmsg.NewCreateDelegationTokenRequestRenewer()
 				rn.PrincipalType, rn.PrincipalName = typ, name
 				req.Renewers = append(req.Renewers, rn)
+				named = append(named, typ+":"+name)
 			}
 			if owner != "" {
 				typ, name, err := principalFlag(owner)
@@ -120,7 +122,7 @@ func newTokenCreateCommand(cf *clientFlags) *cobra.Command {
 				return printTokens(cmd, format, []tokenRow{{
 					TokenID: r.TokenID, HMAC: base64.StdEncoding.EncodeToString(r.HMAC),
 					Owner: r.PrincipalType + ":" + r.PrincipalName, Requester: r.TokenRequesterPrincipalType + ":" + r.TokenRequesterPrincipalName,
-					Renewers: renewers, Issued: r.IssueTimestamp, Expiry: r.ExpiryTimestamp, Max: r.MaxTimestamp,
+					Renewers: named, Issued: r.IssueTimestamp, Expiry: r.ExpiryTimestamp, Max: r.MaxTimestamp,
 				}})
 			})
 		},
