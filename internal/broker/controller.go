@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/config"
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/controller/rpc"
@@ -136,6 +138,7 @@ func (b *Broker) startController(voters []config.Voter, ln net.Listener, sec *se
 		MaxRequestBytes:     cfg.SocketRequestMaxBytes,
 		DeleteTopicDisabled: !cfg.DeleteTopicEnable,
 		TopicConfigs:        topicConfigsOf(cfg),
+		MayForward:          mayForward(cfg),
 		Logger:              b.log,
 	})
 	srv := server.New(name, h, b.log)
@@ -277,4 +280,19 @@ func (b *Broker) followerThrottled(topic string, partition int32) bool {
 		return false
 	}
 	return all || slices.Contains(pairs[partition], b.cfg.NodeID)
+}
+
+// mayForward is who may send the controller Envelopes: with an authorizer, the super users
+// (brokers are, KIP-801); without one, nil (anyone the listener lets in).
+func mayForward(cfg *config.Broker) func(authz.Principal) bool {
+	if cfg.AuthorizerClassName == "" {
+		return nil
+	}
+	supers := map[authz.Principal]bool{}
+	for _, s := range cfg.SuperUsers { // as the authorizer reads super.users
+		if typ, name, ok := strings.Cut(strings.TrimSpace(s), ":"); ok {
+			supers[authz.Principal{Type: typ, Name: name}] = true
+		}
+	}
+	return func(p authz.Principal) bool { return supers[p] }
 }

@@ -61,7 +61,8 @@ func describeTokens(t *testing.T, cl *kgo.Client) []string {
 // see it until an ACL lets her describe it; bob renews it; the tool describes and expires it,
 // after which the token no longer logs in; a token past its expiry no longer logs in and is
 // swept away; tokens are refused over PLAINTEXT, for another owner without CREATE_TOKENS,
-// and on a broker without delegation.token.secret.key.
+// when the broker's connection to the controller is no super user, and on a broker without
+// delegation.token.secret.key.
 func TestDelegationTokens(t *testing.T) {
 	b := startSecure(t, []string{"SASL_PLAINTEXT"}, "sasl.enabled.mechanisms=SCRAM-SHA-512",
 		standardAuthorizer, "super.users=User:ANONYMOUS",
@@ -204,6 +205,16 @@ func TestDelegationTokens(t *testing.T) {
 	}
 	if err := client(t, addr, scramAs(short.TokenID, shortPass, true)).Ping(ctxT(t)); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("a token past its life logs in: %v", err)
+	}
+
+	// With an authorizer, only a super user may send the controller an Envelope (Kafka asks
+	// CLUSTER_ACTION): here the broker's own connection to its controller is not one.
+	strict := startSecure(t, []string{"SASL_PLAINTEXT"}, "sasl.enabled.mechanisms=SCRAM-SHA-512",
+		standardAuthorizer, "super.users=User:admin", "allow.everyone.if.no.acl.found=true",
+		"delegation.token.secret.key=gregor-test-secret")
+	setScram(t, client(t, addrOf(t, strict, "PLAINTEXT")), "alice", "alice-secret")
+	if r := createToken(t, client(t, addrOf(t, strict, "SASL_PLAINTEXT"), scramAs("alice", "alice-secret", false)), -1, ""); r.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("an envelope from a principal that is no super user: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(r.ErrorCode))
 	}
 
 	off := startSecure(t, []string{"SASL_PLAINTEXT"}, "sasl.enabled.mechanisms=SCRAM-SHA-512")

@@ -15,8 +15,9 @@ import (
 // delegation token requests (delegationtokens.go), which record the requester and check the
 // owner and renewers. Any other embedded request is INVALID_REQUEST (brokers forward the rest
 // bare), and an embedded request that does not decode is closed out with INVALID_REQUEST too.
-// The Envelope is trusted as the controller listener trusts its peers: the listener's
-// security (TLS, SASL) decides who may talk to it.
+// With an authorizer, only a super user (a broker, KIP-801) may send Envelopes
+// (Config.MayForward, CLUSTER_AUTHORIZATION_FAILED otherwise), as Kafka's controller asks
+// CLUSTER_ACTION of the sender; without one, every connection the listener lets in.
 
 // envelopeAPIs are the embedded requests served, with their versions, each given the
 // forwarded principal.

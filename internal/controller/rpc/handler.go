@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/controller/quorum"
 	"github.com/gregor-project/gregor/internal/controller/state"
 	"github.com/gregor-project/gregor/internal/server"
@@ -48,7 +49,11 @@ type Config struct {
 	// (a broker's config.Broker.DescribeTopic, converted). Default: the overrides alone, as
 	// DYNAMIC_TOPIC_CONFIG.
 	TopicConfigs func(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig
-	Logger       *slog.Logger // default slog.Default()
+	// MayForward reports whether a connection's principal may send Envelopes, speaking for
+	// other principals (Kafka checks CLUSTER_ACTION on the cluster; with an authorizer,
+	// brokers are super users, KIP-801). nil: every connection the listener lets in.
+	MayForward func(p authz.Principal) bool
+	Logger     *slog.Logger // default slog.Default()
 }
 
 // Handler serves the controller APIs of one quorum node. It implements server.Handler and is
@@ -123,7 +128,13 @@ func (h *Handler) Versions(key int16) (int16, int16, bool) {
 func (h *Handler) MaxRequestBytes() int32 { return h.cfg.MaxRequestBytes }
 
 // Handle answers one request whose key and version were checked against Versions.
-func (h *Handler) Handle(ctx context.Context, _ *server.Conn, req kmsg.Request) server.Reply {
+func (h *Handler) Handle(ctx context.Context, c *server.Conn, req kmsg.Request) server.Reply {
+	if req.Key() == kmsg.Envelope.Int16() && h.cfg.MayForward != nil && !h.cfg.MayForward(c.Principal) {
+		h.log.Info("envelope refused: its sender may not speak for other principals", "principal", c.Principal.String())
+		resp := req.ResponseKind().(*kmsg.EnvelopeResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return server.Reply{Msg: resp}
+	}
 	return server.Reply{Msg: apis[req.Key()].Handle(h, ctx, req)}
 }
 
