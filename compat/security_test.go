@@ -114,14 +114,7 @@ func secureBroker(t *testing.T) (string, map[string]string) {
 		return a.String()
 	}
 	plain := addr("PLAINTEXT")
-	res, err := kadm.NewClient(refClient(t, plain)).AlterUserSCRAMs(ctxFor(t, 30*time.Second), nil,
-		[]kadm.UpsertSCRAM{{User: "compat", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "compat-secret"}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatalf("create the SCRAM credential: %v", err)
-	}
+	createSCRAMUser(t, plain)
 	pool := ca.Pool()
 	certFile, keyFile := ca.CertFiles("client", ca.Issue("compat-client"))
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -136,6 +129,19 @@ func secureBroker(t *testing.T) (string, map[string]string) {
 	registerSecured(t, out[secSCRAM], scram)
 	registerSecured(t, out[secMTLS], mtls)
 	return plain, out
+}
+
+// createSCRAMUser gives the user compat (password compat-secret) a SCRAM-SHA-512 credential,
+// over the broker's PLAINTEXT listener at plain.
+func createSCRAMUser(t *testing.T, plain string) {
+	res, err := kadm.NewClient(refClient(t, plain)).AlterUserSCRAMs(ctxFor(t, 30*time.Second), nil,
+		[]kadm.UpsertSCRAM{{User: "compat", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "compat-secret"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("create the SCRAM credential: %v", err)
+	}
 }
 
 // runSecure runs the scenario's produce, consume and group steps over each secured listener:
@@ -204,14 +210,7 @@ func TestDelegationTokenClients(t *testing.T) {
 		"sasl.enabled.mechanisms=SCRAM-SHA-512", "delegation.token.secret.key=compat-token-secret",
 		"ssl.keystore.type=PEM", "ssl.keystore.location="+ca.KeyPEM("broker", ca.Issue("broker")))
 	plain, addr := b.ListenerAddr("PLAINTEXT").String(), b.ListenerAddr("SASL_SSL").String()
-	res, err := kadm.NewClient(refClient(t, plain)).AlterUserSCRAMs(ctxFor(t, 30*time.Second), nil,
-		[]kadm.UpsertSCRAM{{User: "compat", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "compat-secret"}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatalf("create the SCRAM credential: %v", err)
-	}
+	createSCRAMUser(t, plain)
 	tlsCfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
 	user := refClient(t, addr, kgo.DialTLSConfig(tlsCfg.Clone()), kgo.SASL(scram.Auth{User: "compat", Pass: "compat-secret"}.AsSha512Mechanism()))
 	tok, err := kmsg.NewPtrCreateDelegationTokenRequest().RequestWith(ctxFor(t, 30*time.Second), user)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,54 +92,49 @@ func handleCreateDelegationToken(h *Handler, ctx context.Context, c *Conn, r kms
 func handleRenewDelegationToken(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.RenewDelegationTokenRequest)
 	resp := req.ResponseKind().(*kmsg.RenewDelegationTokenResponse)
-	out, err := h.forwardTokenChange(ctx, c, req, req.HMAC)
-	if err != nil {
-		resp.ErrorCode, resp.ExpiryTimestamp = code(err), -1
-		return msg(resp)
-	}
-	return msg(out)
+	return h.forwardTokenChange(ctx, c, req, req.HMAC, resp, func(o kmsg.Response) (*int16, *int64) {
+		rr := o.(*kmsg.RenewDelegationTokenResponse)
+		return &rr.ErrorCode, &rr.ExpiryTimestamp
+	})
 }
 
 func handleExpireDelegationToken(h *Handler, ctx context.Context, c *Conn, r kmsg.Request) Reply {
 	req := r.(*kmsg.ExpireDelegationTokenRequest)
 	resp := req.ResponseKind().(*kmsg.ExpireDelegationTokenResponse)
-	out, err := h.forwardTokenChange(ctx, c, req, req.HMAC)
-	if err != nil {
-		resp.ErrorCode, resp.ExpiryTimestamp = code(err), -1
-		return msg(resp)
-	}
-	return msg(out)
+	return h.forwardTokenChange(ctx, c, req, req.HMAC, resp, func(o kmsg.Response) (*int16, *int64) {
+		er := o.(*kmsg.ExpireDelegationTokenResponse)
+		return &er.ErrorCode, &er.ExpiryTimestamp
+	})
 }
 
 // forwardTokenChange forwards a renewal or expiry of the token with HMAC mac and, when the
 // controller applied it, waits for this broker's image to show the token's new expiry (or
-// the token gone).
-func (h *Handler) forwardTokenChange(ctx context.Context, c *Conn, req kmsg.Request, mac []byte) (kmsg.Response, error) {
+// the token gone). fields are an answer's error code and expiry: resp's when the request is
+// refused here or cannot be forwarded (expiry -1), else the controller's answer's.
+func (h *Handler) forwardTokenChange(ctx context.Context, c *Conn, req kmsg.Request, mac []byte, resp kmsg.Response,
+	fields func(kmsg.Response) (*int16, *int64)) Reply {
+	fail := func(err error) Reply {
+		ec, exp := fields(resp)
+		*ec, *exp = code(err), -1
+		return msg(resp)
+	}
 	if !h.tokenRequestsAllowed(c) {
-		return nil, kerr.DelegationTokenRequestNotAllowed
+		return fail(kerr.DelegationTokenRequestNotAllowed)
 	}
 	ctx, cancel := adminContext(ctx, req)
 	defer cancel()
 	out, err := h.forwardAs(ctx, c, req)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	var ec int16
-	var exp int64
-	switch o := out.(type) {
-	case *kmsg.RenewDelegationTokenResponse:
-		ec, exp = o.ErrorCode, o.ExpiryTimestamp
-	case *kmsg.ExpireDelegationTokenResponse:
-		ec, exp = o.ErrorCode, o.ExpiryTimestamp
-	}
-	if ec == 0 {
+	if ec, exp := fields(out); *ec == 0 {
 		secret := h.Cfg.DelegationTokenSecret()
 		h.awaitTokens(ctx, func(im *metadata.Image) bool {
 			t := tokenByHMAC(im, secret, mac)
-			return t == nil || t.ExpiryMs == exp
+			return t == nil || t.ExpiryMs == *exp
 		})
 	}
-	return out, nil
+	return msg(out)
 }
 
 // awaitTokens waits (bounded) for the image to satisfy cond; a change the image does not
@@ -193,13 +187,13 @@ func handleDescribeDelegationToken(h *Handler, _ context.Context, c *Conn, r kms
 			continue
 		}
 		d := kmsg.NewDescribeDelegationTokenResponseTokenDetail()
-		d.PrincipalType, d.PrincipalName = splitPrincipal(t.Owner)
-		d.TokenRequesterPrincipalType, d.TokenRequesterPrincipalName = splitPrincipal(t.Requester)
+		d.PrincipalType, d.PrincipalName = principalParts(t.Owner)
+		d.TokenRequesterPrincipalType, d.TokenRequesterPrincipalName = principalParts(t.Requester)
 		d.IssueTimestamp, d.ExpiryTimestamp, d.MaxTimestamp = t.IssueMs, t.ExpiryMs, t.MaxMs
 		d.TokenID, d.HMAC = t.ID, state.TokenHMAC(secret, t.ID)
 		for _, p := range t.Renewers {
 			rn := kmsg.NewDescribeDelegationTokenResponseTokenDetailRenewer()
-			rn.PrincipalType, rn.PrincipalName = splitPrincipal(p)
+			rn.PrincipalType, rn.PrincipalName = principalParts(p)
 			d.Renewers = append(d.Renewers, rn)
 		}
 		resp.TokenDetails = append(resp.TokenDetails, d)
@@ -228,9 +222,10 @@ func anyOwnerOrRenewer(t *metadata.DelegationToken, ps []string) bool {
 	return false
 }
 
-func splitPrincipal(p string) (typ, name string) {
-	typ, name, _ = strings.Cut(p, ":")
-	return typ, name
+// principalParts splits a recorded "Type:Name" principal (authz.ParsePrincipal).
+func principalParts(s string) (typ, name string) {
+	p, _ := authz.ParsePrincipal(s)
+	return p.Type, p.Name
 }
 
 // forwardAs forwards req to the controller inside an Envelope (KIP-590) carrying the

@@ -290,8 +290,8 @@ func mayForward(cfg *config.Broker) func(authz.Principal) bool {
 	}
 	supers := map[authz.Principal]bool{}
 	for _, s := range cfg.SuperUsers { // as the authorizer reads super.users
-		if typ, name, ok := strings.Cut(strings.TrimSpace(s), ":"); ok {
-			supers[authz.Principal{Type: typ, Name: name}] = true
+		if p, err := authz.ParsePrincipal(strings.TrimSpace(s)); err == nil {
+			supers[p] = true
 		}
 	}
 	return func(p authz.Principal) bool { return supers[p] }

@@ -3,7 +3,6 @@ package broker
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,8 +39,8 @@ func (t *tokenCredentials) credential(im *metadata.Image, id, mechanism string, 
 	if secret == "" || tok == nil || tok.ExpiryMs < now.UnixMilli() {
 		return security.ScramCredential{}, authz.Principal{}, time.Time{}, false
 	}
-	typ, name, ok := strings.Cut(tok.Owner, ":")
-	if !ok {
+	owner, err := authz.ParsePrincipal(tok.Owner)
+	if err != nil {
 		return security.ScramCredential{}, authz.Principal{}, time.Time{}, false
 	}
 	key := mechanism + "\x00" + id
@@ -51,15 +50,14 @@ func (t *tokenCredentials) credential(im *metadata.Image, id, mechanism string, 
 	if !cached {
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write([]byte("salt\x00" + id))
-		var err error
 		c, err = security.ScramCredentialFor(mechanism, state.TokenPassword(state.TokenHMAC(secret, id)), mac.Sum(nil)[:16], tokenIterations)
 		if err != nil {
 			return security.ScramCredential{}, authz.Principal{}, time.Time{}, false
 		}
-		if t.cache == nil || len(t.cache) > 2*len(im.DelegationTokens())+8 {
+		if t.cache == nil || len(t.cache) > 2*im.NumDelegationTokens()+8 {
 			t.cache = map[string]security.ScramCredential{}
 		}
 		t.cache[key] = c
 	}
-	return c, authz.Principal{Type: typ, Name: name}, time.UnixMilli(tok.ExpiryMs), true
+	return c, owner, time.UnixMilli(tok.ExpiryMs), true
 }

@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/gregor-project/gregor/internal/controller/state"
 )
@@ -23,17 +24,12 @@ func (im *Image) DelegationTokens() []*DelegationToken {
 	for _, t := range im.tokens {
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b *DelegationToken) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *DelegationToken) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// NumDelegationTokens is how many tokens the image holds.
+func (im *Image) NumDelegationTokens() int { return len(im.tokens) }
 
 // newTokens copies the tokens out of st (nil when there are none).
 func newTokens(st *state.Image) map[string]*DelegationToken {

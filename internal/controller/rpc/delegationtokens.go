@@ -3,10 +3,9 @@ package rpc
 import (
 	"bytes"
 	"context"
-	"strings"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/gregor-project/gregor/internal/authz"
 	"github.com/gregor-project/gregor/internal/controller/state"
 )
 
@@ -43,13 +42,13 @@ func handleCreateDelegationToken(h *Handler, ctx context.Context, principal stri
 		err = res.err
 	}
 	if err != nil {
-		resp.PrincipalType, resp.PrincipalName = splitPrincipal(principal)
+		resp.PrincipalType, resp.PrincipalName = principalParts(principal)
 		resp.ErrorCode = code(err)
 		return resp
 	}
 	tok := res.tok
-	resp.PrincipalType, resp.PrincipalName = splitPrincipal(tok.Owner)
-	resp.TokenRequesterPrincipalType, resp.TokenRequesterPrincipalName = splitPrincipal(tok.Requester)
+	resp.PrincipalType, resp.PrincipalName = principalParts(tok.Owner)
+	resp.TokenRequesterPrincipalType, resp.TokenRequesterPrincipalName = principalParts(tok.Requester)
 	resp.IssueTimestamp, resp.ExpiryTimestamp, resp.MaxTimestamp = tok.IssueMs, tok.ExpiryMs, tok.MaxMs
 	resp.TokenID, resp.HMAC = tok.ID, state.TokenHMAC(res.secret, tok.ID)
 	return resp
@@ -58,43 +57,39 @@ func handleCreateDelegationToken(h *Handler, ctx context.Context, principal stri
 func handleRenewDelegationToken(h *Handler, ctx context.Context, principal string, r kmsg.Request) kmsg.Response {
 	req := r.(*kmsg.RenewDelegationTokenRequest)
 	resp := req.ResponseKind().(*kmsg.RenewDelegationTokenResponse)
-	mac := bytes.Clone(req.HMAC)
-	exp, err := tokenCommand(ctx, h, func(c *state.Controller, now int64) ([]state.Record, int64, error) {
-		return c.RenewDelegationToken(now, principal, mac, req.RenewTimeMillis)
-	})
-	resp.ErrorCode, resp.ExpiryTimestamp = code(err), exp
+	resp.ExpiryTimestamp, resp.ErrorCode = tokenChange(ctx, h, (*state.Controller).RenewDelegationToken, principal, req.HMAC, req.RenewTimeMillis)
 	return resp
 }
 
 func handleExpireDelegationToken(h *Handler, ctx context.Context, principal string, r kmsg.Request) kmsg.Response {
 	req := r.(*kmsg.ExpireDelegationTokenRequest)
 	resp := req.ResponseKind().(*kmsg.ExpireDelegationTokenResponse)
-	mac := bytes.Clone(req.HMAC)
-	exp, err := tokenCommand(ctx, h, func(c *state.Controller, now int64) ([]state.Record, int64, error) {
-		return c.ExpireDelegationToken(now, principal, mac, req.ExpiryPeriodMillis)
-	})
-	resp.ErrorCode, resp.ExpiryTimestamp = code(err), exp
+	resp.ExpiryTimestamp, resp.ErrorCode = tokenChange(ctx, h, (*state.Controller).ExpireDelegationToken, principal, req.HMAC, req.ExpiryPeriodMillis)
 	return resp
 }
 
-// tokenCommand runs a renew or expire command and returns its expiry or its error.
-func tokenCommand(ctx context.Context, h *Handler, cmd func(c *state.Controller, now int64) ([]state.Record, int64, error)) (int64, error) {
+// tokenChange runs a renewal or an expiry (cmd) of the token with HMAC mac for principal and
+// returns the token's expiry and the answer's error code. The HMAC is copied out of the
+// request buffer, which the command may outlive.
+func tokenChange(ctx context.Context, h *Handler, cmd func(c *state.Controller, now int64, principal string, mac []byte, periodMs int64) ([]state.Record, int64, error),
+	principal string, mac []byte, periodMs int64) (int64, int16) {
+	mac = bytes.Clone(mac)
 	type result struct {
 		exp int64
 		err error
 	}
 	res, err := do(ctx, h, 0, func(c *state.Controller, now int64) ([]state.Record, result) {
-		recs, exp, err := cmd(c, now)
+		recs, exp, err := cmd(c, now, principal, mac, periodMs)
 		return recs, result{exp, err}
 	})
-	if err != nil {
-		return 0, err
+	if err == nil {
+		err = res.err
 	}
-	return res.exp, res.err
+	return res.exp, code(err)
 }
 
-// splitPrincipal splits "Type:Name".
-func splitPrincipal(p string) (typ, name string) {
-	typ, name, _ = strings.Cut(p, ":")
-	return typ, name
+// principalParts splits a "Type:Name" principal the state machine recorded (authz.ParsePrincipal).
+func principalParts(s string) (typ, name string) {
+	p, _ := authz.ParsePrincipal(s)
+	return p.Type, p.Name
 }
