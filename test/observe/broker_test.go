@@ -99,8 +99,15 @@ func TestScrapedThroughStartAndClose(t *testing.T) {
 			}
 		}
 	}
-	if value(fams, "kafka_network_requestmetrics_requests_total", map[string]string{"request": "Produce"}) != 1 {
-		t.Error("the Produce request was not counted")
+	// A request is counted once its answer is written, so the answer can reach the client
+	// (franz-go sends produce and fetch requests on connections of their own) first.
+	deadline := time.Now().Add(10 * time.Second)
+	for value(fams, "kafka_network_requestmetrics_requests_total", map[string]string{"request": "Produce"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the Produce request was not counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+		fams = scrape(b.HTTPAddr().String())
 	}
 
 	if off := testutil.StartBroker(t, "http.listener="); off.HTTPAddr() != nil {
